@@ -1,0 +1,18 @@
+// Command sf2loki is the sf2loki daemon and its operator tools. It parses
+// the command line, builds the application (internal/app) and runs it;
+// nothing else lives here.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/sf2loki/sf2loki/internal/app"
+)
+
+func main() {
+	if err := app.NewRootCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "sf2loki:", err)
+		os.Exit(1)
+	}
+}

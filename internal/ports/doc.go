@@ -1,0 +1,10 @@
+// Package ports declares the interfaces the sf2loki core needs from the
+// outside world: ObjectCAS (one small document with compare-and-swap) and
+// Clock (time, injectable so the core is deterministic under test), together
+// with the sentinel errors and the transient-error classification every
+// adapter must honour.
+//
+// Imports: the standard library only. The domain (internal/domain) depends on
+// this package; adapters (internal/adapters/...) implement it. The contract
+// suite and the in-memory fakes live in the porttest subpackage.
+package ports

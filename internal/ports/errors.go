@@ -1,0 +1,126 @@
+package ports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Adapters translate every backend error into one of these
+// (wrapped with %w so that errors.Is finds them and the message keeps the
+// backend's detail), into a *TransientError, or pass it through wrapped when it
+// fits none of them.
+var (
+	// ErrNotFound means the object does not exist. Get returns it for an absent
+	// object; Delete returns it when there is nothing to delete. It must never be
+	// returned for a failure whose outcome is unknown (a timeout, a 5xx): the
+	// domain treats ErrNotFound as "claimable", so a false ErrNotFound can
+	// hand leadership to a second process.
+	ErrNotFound = errors.New("object not found")
+
+	// ErrPreconditionFailed means the store rejected a conditional write or
+	// delete because its precondition did not hold: a create-only write found
+	// the object present, or an if-version write or delete found a different
+	// version. The write did not happen. Adapters return it only when the
+	// backend said so (S3 412, GCS 412, Kubernetes 409 Conflict/AlreadyExists, a
+	// file whose content hash differs); a backend's 409 "conflicting concurrent
+	// operation" (S3 ConditionalRequestConflict) is transient, not this.
+	//
+	// An if-version write or delete against an absent object may return either
+	// ErrNotFound or ErrPreconditionFailed (S3 answers 404, GCS 412). Callers
+	// must treat both as "you do not hold this version"; the domain does.
+	ErrPreconditionFailed = errors.New("precondition failed")
+
+	// ErrPermissionDenied means the credentials are valid for the store but not
+	// allowed to perform the operation, or are not valid at all (S3 403
+	// AccessDenied, GCS 401/403, Kubernetes 401/403, EACCES/EPERM/EROFS). Not
+	// transient: an operator must fix the policy.
+	ErrPermissionDenied = errors.New("permission denied")
+
+	// ErrConditionalWriteUnsupported means the backend does not implement
+	// the conditional writes this port promises (S3-compatible stores that
+	// answer 501 to If-None-Match/If-Match). sf2loki cannot arbitrate
+	// leadership or protect checkpoints on such a store. Stores that silently
+	// ignore the headers can only be detected by probing (sf2loki doctor).
+	ErrConditionalWriteUnsupported = errors.New("conditional writes are not supported by this store")
+
+	// ErrInvalidPrecondition is returned for a precondition that makes no sense
+	// for the operation: Delete with CreateOnly, or IfVersion with an empty
+	// Version. It is a programming error, never a backend answer.
+	ErrInvalidPrecondition = errors.New("invalid precondition")
+)
+
+// TransientError marks a failure whose cause is expected to pass: HTTP 5xx,
+// 429 and other throttling, S3's 409 ConditionalRequestConflict, request
+// timeouts, connection resets, truncated bodies, lock timeouts, ESTALE/EIO.
+//
+// A transient failure of a write has an UNKNOWN outcome: the write may have
+// been applied before the response was lost. Callers that retry a conditional
+// write must therefore be ready for the retry to fail its precondition because
+// of their own earlier attempt (the domain verifies by re-reading).
+//
+// Adapters never retry on their own; they return a *TransientError (usually
+// via Transient or TransientAfter) and let the domain count attempts.
+type TransientError struct {
+	// Op names the operation that failed ("get", "put", "delete").
+	Op string
+	// RetryAfter is the backend's hint (Retry-After header) for when to try
+	// again, or zero when it gave none.
+	RetryAfter time.Duration
+	// Err is the underlying error.
+	Err error
+}
+
+// Error implements error.
+func (e *TransientError) Error() string {
+	if e.Op == "" {
+		return fmt.Sprintf("transient: %v", e.Err)
+	}
+	return fmt.Sprintf("%s: transient: %v", e.Op, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *TransientError) Unwrap() error { return e.Err }
+
+// Transient wraps err as a *TransientError for operation op. A nil err
+// returns nil.
+func Transient(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &TransientError{Op: op, Err: err}
+}
+
+// TransientAfter is Transient with a retry-after hint from the backend.
+func TransientAfter(op string, retryAfter time.Duration, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &TransientError{Op: op, RetryAfter: retryAfter, Err: err}
+}
+
+// IsTransient reports whether err (or anything it wraps) is a
+// *TransientError: the operation may succeed if tried again. A context
+// cancellation by the caller is never transient, even when wrapped in a
+// TransientError, because retrying cannot help a caller who has given up.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var te *TransientError
+	return errors.As(err, &te)
+}
+
+// RetryAfter returns the backend's retry-after hint carried by a transient
+// error, if any.
+func RetryAfter(err error) (time.Duration, bool) {
+	var te *TransientError
+	if errors.As(err, &te) && te.RetryAfter > 0 {
+		return te.RetryAfter, true
+	}
+	return 0, false
+}
