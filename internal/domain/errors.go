@@ -1,0 +1,88 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the core. Callers check them with errors.Is; the typed
+// errors below carry the detail and unwrap to them.
+var (
+	// ErrFenced means a write was refused because this process no longer has
+	// the authority to write: leadership was lost, the self-fencing deadline
+	// passed, or the checkpoint document carries a newer leader's epoch.
+	// Nothing was written. The pipeline must stop; the next leader owns the
+	// checkpoints.
+	ErrFenced = errors.New("fenced: this process no longer holds leadership")
+
+	// ErrConflict means a checkpoint write lost its compare-and-swap to a
+	// write this process did not make. Nothing was written. The caller must
+	// Reset, reload and decide again (the app demotes the pipeline in place).
+	ErrConflict = errors.New("checkpoint conflict: the document was changed by another writer")
+
+	// ErrCorrupt means a stored document could not be understood. It is never
+	// overwritten: an operator must repair or remove it.
+	ErrCorrupt = errors.New("corrupt document")
+
+	// ErrInvalidConfig means a constructor was given a configuration that
+	// cannot work.
+	ErrInvalidConfig = errors.New("invalid configuration")
+)
+
+// FenceError is a refusal to write because authority was lost. It unwraps to
+// ErrFenced.
+type FenceError struct {
+	// Holder is this process's holder id.
+	Holder string
+	// Lease names the lease object (or the checkpoint object for an epoch
+	// fence).
+	Lease string
+	// Reason says why: "leadership lost", "self-fencing deadline passed",
+	// "checkpoint document carries epoch 8, ours is 7".
+	Reason string
+}
+
+func (e *FenceError) Error() string {
+	return fmt.Sprintf("write refused: holder %q no longer holds %s (%s); the current leader owns the checkpoints", e.Holder, e.Lease, e.Reason)
+}
+
+// Unwrap returns ErrFenced.
+func (e *FenceError) Unwrap() error { return ErrFenced }
+
+// ConflictError is a lost checkpoint compare-and-swap. It unwraps to
+// ErrConflict and to the store's error.
+type ConflictError struct {
+	// Object names the checkpoint object.
+	Object string
+	// Op is "commit", "delete" or "claim".
+	Op string
+	// Err is the store's answer (wrapping ports.ErrPreconditionFailed).
+	Err error
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%s to %s lost its compare-and-swap: another writer changed the checkpoint document (reset and reload it; if two deployments share this object, give each its own): %v", e.Op, e.Object, e.Err)
+}
+
+// Unwrap returns ErrConflict and the store's error.
+func (e *ConflictError) Unwrap() []error { return []error{ErrConflict, e.Err} }
+
+// CorruptError describes a stored document that cannot be understood. It
+// unwraps to ErrCorrupt.
+type CorruptError struct {
+	// Object names the stored object.
+	Object string
+	// Problem says what is wrong with it.
+	Problem string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("%s is corrupt: %s; sf2loki will not overwrite it: repair it (sf2loki state export/import) or move it aside, which resets every source to its lookback and re-ingests", e.Object, e.Problem)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+func configErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}

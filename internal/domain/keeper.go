@@ -1,0 +1,649 @@
+package domain
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// Lease defaults.
+const (
+	DefaultLeaseTTL      = 30 * time.Second
+	DefaultRenewInterval = 10 * time.Second
+)
+
+// LeaseConfig configures a LeaseKeeper.
+type LeaseConfig struct {
+	// Holder identifies this replica in the lease document (required).
+	Holder string
+	// Instance identifies this process lifetime; empty generates a random
+	// one. Two processes must never share an instance.
+	Instance string
+	// TTL is how long a standby must see the lease's Version unchanged, on
+	// its own clock, before taking over (must be > 0; default 30s in config).
+	TTL time.Duration
+	// RenewInterval is how often the leader renews and a standby polls (must
+	// satisfy 0 < RenewInterval < TTL/2; default 10s in config).
+	RenewInterval time.Duration
+	// RequestTimeout bounds each request to the lease object (must be below
+	// RenewInterval; 0 means RenewInterval/2).
+	RequestTimeout time.Duration
+	// Retry bounds retries of transient failures within one renewal or
+	// acquisition (zero fields take the defaults).
+	Retry RetryPolicy
+	// EpochFloor, if set, is read before every acquisition: the new epoch is
+	// above it. The app passes the checkpoint document's stored epoch, so a
+	// deleted or corrupt lease can never restart epochs below it.
+	EpochFloor func(ctx context.Context) (uint64, error)
+	// Observer receives every transition (nil discards them).
+	Observer Observer
+	// Logger receives diagnostic logs (nil discards them).
+	Logger *slog.Logger
+}
+
+// Role is a LeaseKeeper's current role.
+type Role int
+
+// Roles.
+const (
+	RoleStandby Role = iota
+	RoleLeader
+)
+
+func (r Role) String() string {
+	if r == RoleLeader {
+		return "leader"
+	}
+	return "standby"
+}
+
+// Transition is what a Step changed.
+type Transition int
+
+// Transitions.
+const (
+	TransitionNone Transition = iota
+	TransitionAcquired
+	TransitionLost
+)
+
+// StepResult is the outcome of one Step.
+type StepResult struct {
+	// Role after the step.
+	Role Role
+	// Transition the step made, if any.
+	Transition Transition
+	// Epoch held after the step (0 for a standby).
+	Epoch uint64
+	// Next is when to Step again, relative to now.
+	Next time.Duration
+	// Reason explains the step's decision, for logs and tests.
+	Reason string
+	// Err is what went wrong in this step, if anything (informational: the
+	// keeper has already acted on it).
+	Err error
+}
+
+// Status is a snapshot of a LeaseKeeper for health endpoints.
+type Status struct {
+	Role     Role
+	Holder   string
+	Instance string
+	Epoch    uint64
+	Lease    string
+	// LastRenewal is when the last successful write of the lease was sent.
+	LastRenewal time.Time
+	// FenceDeadline is when this leader's authority expires without a
+	// further renewal.
+	FenceDeadline time.Time
+	Version       ports.Version
+}
+
+// Leadership describes a won lease, passed to Callbacks.OnAcquire.
+type Leadership struct {
+	Epoch    uint64
+	Holder   string
+	Instance string
+}
+
+// Loss describes the end of leadership, passed to Callbacks.OnLose.
+type Loss struct {
+	Epoch  uint64
+	Reason string
+	// Graceful is true when leadership ends because Run's context ended:
+	// the fence stays valid until OnLose returns, so the work can drain and
+	// commit, and the lease is released afterwards.
+	Graceful bool
+}
+
+// Callbacks connect leadership to the work it guards.
+type Callbacks struct {
+	// OnAcquire starts the leader's work. ctx ends when leadership ends. It
+	// must return promptly (start goroutines; do not block).
+	OnAcquire func(ctx context.Context, l Leadership)
+	// OnLose stops the work OnAcquire started and returns when it has
+	// stopped. On a non-graceful loss the fence already fails.
+	OnLose func(l Loss)
+}
+
+// LeaseKeeper holds a lease on one ObjectCAS object: standby, acquire, hold
+// and renew, lose, standby, until its context ends.
+//
+// Staleness is judged on the observer's own clock: a standby remembers the
+// lease's Version and when it first saw it, and may contest only after TTL
+// of that Version unchanged. Leader-written timestamps are never read.
+// A leader's authority expires at sentAt(last successful renewal) + TTL -
+// RenewInterval/2 on its own clock, so it always steps down before any
+// standby can take over.
+//
+// Step is the state machine (observe, decide, write); Run is a thin driver
+// around it. CheckFence and Status are safe for concurrent use.
+type LeaseKeeper struct {
+	cas   ports.ObjectCAS
+	clock ports.Clock
+	cfg   LeaseConfig
+	req   requester
+	obs   Observer
+	log   *slog.Logger
+
+	mu         sync.Mutex
+	role       Role
+	version    ports.Version // leader: the lease's current Version
+	record     LeaseRecord   // leader: what was last written
+	lastSentAt time.Time     // leader: when the last successful write was sent
+	deadline   time.Time     // leader: self-fencing deadline
+	failures   int           // leader: consecutive failed renewal rounds
+	lostReason string        // why the last leadership ended
+	seen       bool          // standby: an observation is running
+	seenVer    ports.Version // standby: the Version being observed
+	seenAt     time.Time     // standby: when seenVer was first seen
+	maxEpoch   uint64        // highest epoch seen in any lease record
+}
+
+// NewLeaseKeeper validates cfg and returns a keeper in standby.
+func NewLeaseKeeper(cas ports.ObjectCAS, clock ports.Clock, cfg LeaseConfig) (*LeaseKeeper, error) {
+	switch {
+	case cas == nil || clock == nil:
+		return nil, configErrorf("lease keeper needs an object store and a clock")
+	case cfg.Holder == "":
+		return nil, configErrorf("lease holder id must not be empty")
+	case cfg.TTL <= 0:
+		return nil, configErrorf("lease ttl must be > 0, got %s", cfg.TTL)
+	case cfg.RenewInterval <= 0 || cfg.RenewInterval >= cfg.TTL/2:
+		return nil, configErrorf("lease renew_interval must satisfy 0 < renew_interval < ttl/2 (ttl %s allows < %s), got %s", cfg.TTL, cfg.TTL/2, cfg.RenewInterval)
+	case cfg.RequestTimeout < 0 || cfg.RequestTimeout >= cfg.RenewInterval:
+		return nil, configErrorf("lease request timeout must be below renew_interval %s, got %s", cfg.RenewInterval, cfg.RequestTimeout)
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = cfg.RenewInterval / 2
+	}
+	cfg.Retry = cfg.Retry.withDefaults()
+	if err := cfg.Retry.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = newInstanceID()
+	}
+	k := &LeaseKeeper{
+		cas:   cas,
+		clock: clock,
+		cfg:   cfg,
+		req:   requester{cas: cas, clock: clock, policy: cfg.Retry, timeout: cfg.RequestTimeout},
+		obs:   cfg.Observer,
+		log:   cfg.Logger,
+	}
+	if k.obs == nil {
+		k.obs = nopObserver{}
+	}
+	if k.log == nil {
+		k.log = slog.New(slog.DiscardHandler)
+	}
+	k.log = k.log.With("lease", cas.String(), "holder", cfg.Holder, "instance", cfg.Instance)
+	return k, nil
+}
+
+func newInstanceID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Instance returns this process's instance id.
+func (k *LeaseKeeper) Instance() string { return k.cfg.Instance }
+
+// Status returns a snapshot.
+func (k *LeaseKeeper) Status() Status {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := Status{Role: k.role, Holder: k.cfg.Holder, Instance: k.cfg.Instance, Lease: k.cas.String()}
+	if k.role == RoleLeader {
+		s.Epoch, s.LastRenewal, s.FenceDeadline, s.Version = k.record.Epoch, k.lastSentAt, k.deadline, k.version
+	}
+	return s
+}
+
+// Epoch returns the epoch held, or 0 on a standby.
+func (k *LeaseKeeper) Epoch() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.role != RoleLeader {
+		return 0
+	}
+	return k.record.Epoch
+}
+
+// CheckFence returns nil while this process may write as leader, and a
+// *FenceError (ErrFenced) once leadership was lost or the self-fencing
+// deadline has passed, even if the renewal loop is stuck in a request.
+func (k *LeaseKeeper) CheckFence() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.role != RoleLeader {
+		reason := k.lostReason
+		if reason == "" {
+			reason = "never acquired"
+		}
+		return &FenceError{Holder: k.cfg.Holder, Lease: k.cas.String(), Reason: reason}
+	}
+	if now := k.clock.Now(); !now.Before(k.deadline) {
+		return &FenceError{Holder: k.cfg.Holder, Lease: k.cas.String(),
+			Reason: fmt.Sprintf("self-fencing deadline passed %s ago without a successful renewal", now.Sub(k.deadline))}
+	}
+	return nil
+}
+
+// emit reports events; never call it with k.mu held.
+func (k *LeaseKeeper) emit(events ...Event) {
+	for _, e := range events {
+		k.obs.Observe(e)
+	}
+}
+
+func (k *LeaseKeeper) event(kind EventKind, epoch uint64, reason string) Event {
+	return Event{Kind: kind, At: k.clock.Now(), Holder: k.cfg.Holder, Instance: k.cfg.Instance,
+		Epoch: epoch, Backend: k.cas.String(), Reason: reason}
+}
+
+// Step performs one round of the state machine: a standby observes the lease
+// and, if it is claimable, writes a claim; a leader writes one renewal (no
+// read first: the cached Version is the precondition, and a lost CAS reveals
+// a takeover).
+func (k *LeaseKeeper) Step(ctx context.Context) StepResult {
+	k.mu.Lock()
+	role := k.role
+	k.mu.Unlock()
+	if role == RoleLeader {
+		return k.renew(ctx)
+	}
+	return k.observeAndClaim(ctx)
+}
+
+// claimDecision is what a standby decided from one observation.
+type claimDecision struct {
+	claim  bool
+	pre    ports.Precondition
+	epoch  uint64        // the superseded lease's epoch (0 if none or unknown)
+	wait   time.Duration // when to look again if not claiming
+	reason string
+}
+
+// decide judges one read of the lease. k.mu held.
+func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDecision {
+	r := k.cfg.RenewInterval
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		k.seen = false
+		return claimDecision{claim: true, pre: ports.CreateOnly(), reason: "lease absent"}
+	case err != nil:
+		// Transient or otherwise unknown: never "absent", never a write.
+		return claimDecision{wait: r, reason: fmt.Sprintf("cannot read the lease, not contesting: %v", err)}
+	}
+	rec, derr := DecodeLeaseRecord(obj.Data)
+	if derr == nil {
+		k.maxEpoch = max(k.maxEpoch, rec.Epoch)
+		switch {
+		case rec.Holder == "":
+			return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch, reason: "lease released"}
+		case rec.Instance == k.cfg.Instance:
+			return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch, reason: "lease names this process"}
+		}
+	}
+	if !k.seen || obj.Version != k.seenVer {
+		k.seen, k.seenVer, k.seenAt = true, obj.Version, now
+	}
+	ttl := max(k.cfg.TTL, rec.ttl())
+	held := now.Sub(k.seenAt)
+	what := fmt.Sprintf("held by %q", rec.Holder)
+	if derr != nil {
+		what = fmt.Sprintf("unreadable (%v)", derr)
+	}
+	if held < ttl {
+		return claimDecision{wait: min(r, ttl-held), reason: fmt.Sprintf("lease %s, unchanged for %s of %s", what, held, ttl)}
+	}
+	return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch,
+		reason: fmt.Sprintf("lease %s is stale: unchanged for %s", what, held)}
+}
+
+func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
+	r := k.cfg.RenewInterval
+	now := k.clock.Now()
+	obj, err := k.req.getOnce(ctx)
+	k.mu.Lock()
+	d := k.decide(obj, err, now)
+	k.mu.Unlock()
+	if !d.claim {
+		return StepResult{Role: RoleStandby, Next: d.wait, Reason: d.reason, Err: err}
+	}
+	var floor uint64
+	if k.cfg.EpochFloor != nil {
+		f, ferr := k.cfg.EpochFloor(ctx)
+		if ferr != nil {
+			return StepResult{Role: RoleStandby, Next: r, Reason: "cannot read the epoch floor, not contesting", Err: ferr}
+		}
+		floor = f
+	}
+	k.mu.Lock()
+	epoch := max(d.epoch, k.maxEpoch, floor) + 1
+	k.mu.Unlock()
+	wall := now.UTC()
+	rec := LeaseRecord{Holder: k.cfg.Holder, Instance: k.cfg.Instance, Epoch: epoch, TTL: k.cfg.TTL.String(),
+		AcquiredAt: wall, RenewedAt: wall, ExpiresAt: wall.Add(k.cfg.TTL)}
+	res, werr := k.req.put(ctx, rec.Encode(), d.pre, nil)
+	if werr != nil {
+		if errors.Is(werr, errLostCAS) {
+			k.emit(k.event(EventLostRace, epoch, d.reason+"; another process won: "+werr.Error()))
+		} else {
+			k.log.Warn("lease acquisition failed", "epoch", epoch, "error", werr)
+		}
+		return StepResult{Role: RoleStandby, Next: r, Reason: d.reason + "; acquisition failed", Err: werr}
+	}
+	k.mu.Lock()
+	k.role, k.version, k.record, k.failures, k.lostReason = RoleLeader, res.version, rec, 0, ""
+	k.lastSentAt, k.deadline = res.sentAt, k.fenceDeadline(res.sentAt)
+	k.maxEpoch = max(k.maxEpoch, epoch)
+	k.seen = false
+	k.mu.Unlock()
+	events := []Event{}
+	if res.recovered {
+		events = append(events, k.event(EventRecoveredLostAck, epoch, "acquisition landed though its acknowledgement was lost"))
+	}
+	ev := k.event(EventAcquired, epoch, d.reason)
+	ev.Attempts = res.attempts
+	k.emit(append(events, ev)...)
+	k.log.Info("lease acquired", "epoch", epoch, "reason", d.reason)
+	return StepResult{Role: RoleLeader, Transition: TransitionAcquired, Epoch: epoch,
+		Next: k.untilNextRenewal(res.sentAt), Reason: d.reason}
+}
+
+// fenceDeadline is when a leader whose last successful write was sent at
+// sentAt must stop acting as leader.
+func (k *LeaseKeeper) fenceDeadline(sentAt time.Time) time.Time {
+	return sentAt.Add(k.cfg.TTL - k.cfg.RenewInterval/2)
+}
+
+func (k *LeaseKeeper) untilNextRenewal(sentAt time.Time) time.Duration {
+	return max(0, sentAt.Add(k.cfg.RenewInterval).Sub(k.clock.Now()))
+}
+
+func (k *LeaseKeeper) renew(ctx context.Context) StepResult {
+	now := k.clock.Now()
+	k.mu.Lock()
+	if !now.Before(k.deadline) {
+		ev := k.demoteLocked(EventFenced, "self-fencing deadline passed without a successful renewal")
+		k.mu.Unlock()
+		k.emit(ev)
+		return StepResult{Role: RoleStandby, Transition: TransitionLost, Reason: ev.Reason}
+	}
+	rec := k.record
+	rec.Renewals++
+	wall := now.UTC()
+	rec.RenewedAt, rec.ExpiresAt = wall, wall.Add(k.cfg.TTL)
+	pre, deadline, epoch := ports.IfVersion(k.version), k.deadline, rec.Epoch
+	k.mu.Unlock()
+
+	// The write may not outlive our authority.
+	wctx, _, cancel := withClockTimeout(ctx, k.clock, deadline.Sub(now))
+	res, err := k.req.put(wctx, rec.Encode(), pre, nil)
+	cancel()
+	after := k.clock.Now()
+
+	k.mu.Lock()
+	if k.role != RoleLeader {
+		k.mu.Unlock()
+		return StepResult{Role: RoleStandby, Next: k.cfg.RenewInterval, Reason: "leadership ended during renewal"}
+	}
+	switch {
+	case !after.Before(k.deadline):
+		ev := k.demoteLocked(EventFenced, "self-fencing deadline passed during renewal")
+		ev.Err = err
+		k.mu.Unlock()
+		k.emit(ev)
+		return StepResult{Role: RoleStandby, Transition: TransitionLost, Reason: ev.Reason, Err: err}
+	case err == nil:
+		k.version, k.record, k.lastSentAt, k.deadline = res.version, rec, res.sentAt, k.fenceDeadline(res.sentAt)
+		failures := k.failures
+		k.failures = 0
+		k.mu.Unlock()
+		var events []Event
+		if res.recovered {
+			k.log.Warn("renewal landed though its acknowledgement was lost; adopted the new version", "epoch", epoch, "attempts", res.attempts)
+			events = append(events, k.event(EventRecoveredLostAck, epoch, "renewal landed though its acknowledgement was lost"))
+		}
+		ev := k.event(EventRenewed, epoch, "renewed")
+		if failures > 0 {
+			ev = k.event(EventRenewedAfterFailure, epoch, fmt.Sprintf("renewed after %d failed rounds", failures))
+		}
+		ev.Failures, ev.Attempts, ev.Duration = failures, res.attempts, after.Sub(now)
+		k.emit(append(events, ev)...)
+		return StepResult{Role: RoleLeader, Epoch: epoch, Next: k.untilNextRenewal(res.sentAt), Reason: ev.Reason}
+	case errors.Is(err, errLostCAS):
+		ev := k.demoteLocked(EventLost, "lease taken over by another process (renewal lost its compare-and-swap)")
+		ev.Err = err
+		k.mu.Unlock()
+		k.emit(ev)
+		k.log.Warn("leadership lost", "epoch", epoch, "error", err)
+		return StepResult{Role: RoleStandby, Transition: TransitionLost, Next: k.cfg.RenewInterval, Reason: ev.Reason, Err: err}
+	case ctx.Err() != nil:
+		k.mu.Unlock()
+		return StepResult{Role: RoleLeader, Epoch: epoch, Reason: "stopping", Err: err}
+	default:
+		k.failures++
+		failures := k.failures
+		deadline := k.deadline
+		k.mu.Unlock()
+		ev := k.event(EventRenewFailed, epoch, fmt.Sprintf("renewal failed; leading until the fence deadline in %s", deadline.Sub(after)))
+		ev.Failures, ev.Err = failures, err
+		k.emit(ev)
+		k.log.Warn("lease renewal failed", "epoch", epoch, "failures", failures, "error", err)
+		return StepResult{Role: RoleLeader, Epoch: epoch, Next: min(k.untilNextRenewal(now), deadline.Sub(after)), Reason: ev.Reason, Err: err}
+	}
+}
+
+// demoteLocked ends leadership (the fence fails from now on) and returns
+// the event to report. k.mu held.
+func (k *LeaseKeeper) demoteLocked(kind EventKind, reason string) Event {
+	epoch := k.record.Epoch
+	k.role, k.lostReason, k.failures = RoleStandby, reason, 0
+	k.seen = false
+	return k.event(kind, epoch, reason)
+}
+
+// Expire ends leadership if the self-fencing deadline has passed; Run calls
+// it when the deadline timer fires. It reports whether leadership ended.
+func (k *LeaseKeeper) Expire() bool {
+	k.mu.Lock()
+	if k.role != RoleLeader || k.clock.Now().Before(k.deadline) {
+		k.mu.Unlock()
+		return false
+	}
+	ev := k.demoteLocked(EventFenced, "self-fencing deadline passed without a successful renewal")
+	k.mu.Unlock()
+	k.emit(ev)
+	k.log.Warn("leadership fenced: no successful renewal before the deadline", "epoch", ev.Epoch)
+	return true
+}
+
+// Release ends leadership and writes the lease with an empty holder and the
+// same epoch, so a standby takes over at its next poll instead of after a
+// full ttl. It is a no-op on a standby that never led.
+func (k *LeaseKeeper) Release(ctx context.Context) error {
+	k.mu.Lock()
+	if k.version == "" {
+		k.mu.Unlock()
+		return nil
+	}
+	wasLeader := k.role == RoleLeader
+	rec := k.record
+	rec.Holder = ""
+	rec.Renewals++
+	rec.RenewedAt = k.clock.Now().UTC()
+	rec.ExpiresAt = rec.RenewedAt
+	pre, epoch := ports.IfVersion(k.version), rec.Epoch
+	var lost Event
+	if wasLeader {
+		lost = k.demoteLocked(EventLost, "stopping")
+	}
+	k.version = ""
+	k.mu.Unlock()
+	if wasLeader {
+		k.emit(lost)
+	}
+	res, err := k.req.put(ctx, rec.Encode(), pre, nil)
+	if err != nil {
+		k.log.Warn("could not release the lease; a standby takes over after ttl", "epoch", epoch, "error", err)
+		return fmt.Errorf("release %s: %w", k.cas, err)
+	}
+	ev := k.event(EventReleased, epoch, "released on graceful stop")
+	ev.Attempts = res.attempts
+	k.emit(ev)
+	k.log.Info("lease released", "epoch", epoch)
+	return nil
+}
+
+// Run drives the state machine until ctx ends: standby, acquire, OnAcquire,
+// renew, OnLose, standby. Every OnAcquire is paired with exactly one OnLose.
+// When ctx ends while leading, the lease keeps being renewed while OnLose
+// drains the work (the fence stays valid), then the lease is released.
+func (k *LeaseKeeper) Run(ctx context.Context, cb Callbacks) error {
+	if cb.OnAcquire == nil || cb.OnLose == nil {
+		return configErrorf("lease keeper callbacks OnAcquire and OnLose are required")
+	}
+	var (
+		next time.Duration
+		lead leaderTerm
+	)
+	defer lead.end()
+	for {
+		step, err := k.wait(ctx, next)
+		if err != nil {
+			if lead.active {
+				k.stopLeading(ctx, cb, &lead)
+			}
+			return nil
+		}
+		var res StepResult
+		if step {
+			res = k.Step(ctx)
+		} else if k.Expire() {
+			res = StepResult{Role: RoleStandby, Transition: TransitionLost, Reason: "self-fencing deadline passed"}
+		}
+		switch res.Transition {
+		case TransitionAcquired:
+			lctx := lead.begin(ctx, res.Epoch)
+			cb.OnAcquire(lctx, Leadership{Epoch: res.Epoch, Holder: k.cfg.Holder, Instance: k.cfg.Instance})
+		case TransitionLost:
+			epoch := lead.end()
+			cb.OnLose(Loss{Epoch: epoch, Reason: res.Reason})
+		}
+		next = res.Next
+	}
+}
+
+// leaderTerm is Run's record of the leadership it handed to the callbacks.
+type leaderTerm struct {
+	active bool
+	epoch  uint64
+	cancel context.CancelFunc
+}
+
+// begin starts a term and returns the context handed to OnAcquire.
+func (l *leaderTerm) begin(parent context.Context, epoch uint64) context.Context {
+	ctx, cancel := context.WithCancel(parent)
+	l.active, l.epoch, l.cancel = true, epoch, cancel
+	return ctx
+}
+
+// end cancels the term's context and returns its epoch.
+func (l *leaderTerm) end() uint64 {
+	if l.cancel != nil {
+		l.cancel()
+	}
+	epoch := l.epoch
+	*l = leaderTerm{}
+	return epoch
+}
+
+// wait waits next on the clock. On a leader it also wakes at the fence
+// deadline (returning step=false). It returns ctx.Err() when ctx ends.
+func (k *LeaseKeeper) wait(ctx context.Context, next time.Duration) (step bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	st := k.Status()
+	t := k.clock.NewTimer(next)
+	defer t.Stop()
+	var fence <-chan time.Time
+	if st.Role == RoleLeader {
+		ft := k.clock.NewTimer(st.FenceDeadline.Sub(k.clock.Now()))
+		defer ft.Stop()
+		fence = ft.C()
+	}
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-t.C():
+		return true, nil
+	case <-fence:
+		return false, nil
+	}
+}
+
+// stopLeading is the graceful stop: the work drains in OnLose while the
+// lease is still renewed, then the lease is released.
+func (k *LeaseKeeper) stopLeading(ctx context.Context, cb Callbacks, lead *leaderTerm) {
+	bg := context.WithoutCancel(ctx)
+	epoch := lead.end()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		cb.OnLose(Loss{Epoch: epoch, Reason: "stopping", Graceful: true})
+	}()
+	next := k.untilNextRenewal(k.Status().LastRenewal)
+	for {
+		t := k.clock.NewTimer(next)
+		select {
+		case <-drained:
+			t.Stop()
+			if err := k.Release(bg); err != nil {
+				k.log.Warn("release failed", "error", err)
+			}
+			return
+		case <-t.C():
+			if k.Status().Role != RoleLeader {
+				next = time.Hour
+				continue
+			}
+			next = k.Step(bg).Next
+			if next <= 0 {
+				next = k.cfg.RenewInterval
+			}
+		}
+	}
+}
