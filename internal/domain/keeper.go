@@ -333,8 +333,11 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 
 func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 	r := k.cfg.RenewInterval
-	now := k.clock.Now()
 	obj, err := k.req.getOnce(ctx)
+	// The observation starts when the answer arrives, not when the request
+	// left: a delayed read can return a Version written long after it was
+	// sent, and the window must not include time before that write.
+	now := k.clock.Now()
 	k.mu.Lock()
 	d := k.decide(obj, err, now)
 	k.mu.Unlock()

@@ -709,3 +709,27 @@ func TestLeaseKeeper14_ObserverReportsExactSequence(t *testing.T) {
 		})
 	})
 }
+
+// Found by the simulation (seed 316): the observation window must start when
+// the read's answer arrives. A read delayed in flight can return a Version
+// that was written long after the request left.
+func TestLeaseKeeper06_DelayedReadStartsObservationAtAnswer(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		m := porttest.NewMemoryCAS("lease", porttest.WithClock(clk))
+		plant(m, domain.LeaseRecord{Holder: "b", Instance: "b-1", Epoch: 1})
+		m.Inject(porttest.Fault{Op: porttest.OpGet, Nth: 1, Delay: 4 * time.Second, Before: func() {
+			plant(m, domain.LeaseRecord{Holder: "b", Instance: "b-1", Epoch: 1, Renewals: 1})
+		}})
+		k, _ := newKeeper(t, m, clk, "a")
+		call(t, clk, func() { k.Step(ctx(t)) })
+		answered := clk.Now()
+		clk.Advance(ttl - time.Second)
+		if res := k.Step(ctx(t)); res.Role != domain.RoleStandby {
+			t.Fatalf("took over %s after the answer (%s after the send): %+v", ttl-time.Second, clk.Now().Sub(t0), res)
+		}
+		clk.Set(answered.Add(ttl))
+		if res := k.Step(ctx(t)); res.Transition != domain.TransitionAcquired {
+			t.Fatalf("not taken over ttl after the answer: %+v", res)
+		}
+	})
+}
