@@ -23,6 +23,12 @@ build: ## Build bin/sf2loki
 test: test-tools ## All tests with the race detector (what CI runs)
 	$(GO) test -race -count=1 ./...
 
+SEEDS ?= 100000
+
+.PHONY: sim
+sim: ## The deterministic HA simulation over SEEDS seeds (default 100000)
+	SF2LOKI_SIM_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 2h -run 'TestSimulation$$' -v ./internal/domain/
+
 .PHONY: cover
 cover: ## Coverage of the core packages
 	$(GO) test -count=1 -cover ./internal/domain/... ./internal/ports/...
