@@ -12,6 +12,7 @@ LDFLAGS   := -s -w -X $(PKG)/internal/app.version=$(VERSION) -X $(PKG)/internal/
 
 # Pinned tool versions. `make tools` installs each into .bin/ once.
 GOLANGCI_LINT_VERSION := v2.15.0
+VERSITYGW_VERSION     := v1.8.0
 
 export PATH := $(BIN):$(PATH)
 
@@ -57,10 +58,14 @@ $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION):
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	touch $@
 
-# Test servers (S3, GCS, Kubernetes, Loki peers) join this target as the
-# adapters that need them land.
+# Test servers. GCS needs none: the tests run fake-gcs-server in process.
 .PHONY: test-tools
-test-tools:
+test-tools: $(BIN)/.versitygw-$(VERSITYGW_VERSION)
+
+$(BIN)/.versitygw-$(VERSITYGW_VERSION):
+	mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+	touch $@
 
 .PHONY: clean
 clean:

@@ -45,6 +45,13 @@ var (
 	// ignore the headers can only be detected by probing (sf2loki doctor).
 	ErrConditionalWriteUnsupported = errors.New("conditional writes are not supported by this store")
 
+	// ErrBucketNotFound means the container that should hold the object does
+	// not exist: an S3 or GCS bucket, a Kubernetes namespace. It is NOT
+	// ErrNotFound: the object cannot be created there, so it must never be
+	// taken for "absent, claimable". An operator must create the container or
+	// fix the configuration.
+	ErrBucketNotFound = errors.New("bucket not found")
+
 	// ErrInvalidPrecondition is returned for a precondition that makes no sense
 	// for the operation: Delete with CreateOnly, or IfVersion with an empty
 	// Version. It is a programming error, never a backend answer.

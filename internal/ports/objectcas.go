@@ -88,7 +88,9 @@ func (p Precondition) String() string {
 //     absent object returns ErrNotFound or ErrPreconditionFailed.
 //   - Delete removes the object only if pre (IfVersion) holds; a stale
 //     version returns ErrPreconditionFailed and keeps the object. Deleting an
-//     absent object returns ErrNotFound or ErrPreconditionFailed.
+//     absent object returns nil, ErrNotFound or ErrPreconditionFailed (S3
+//     answers a conditional delete of an absent key with 204): it is absent
+//     afterwards either way.
 //   - Among N concurrent conditional writers from the same precondition,
 //     exactly one succeeds.
 //   - Errors are one of the sentinels in this package, a *TransientError

@@ -206,7 +206,12 @@ func testDeleteAbsent(t *testing.T, open Opener) {
 	if err := s.Delete(ctxT(t), ports.IfVersion(v)); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	expectNotHeld(t, "Delete of an absent object", s.Delete(ctxT(t), ports.IfVersion(v)))
+	if err := s.Delete(ctxT(t), ports.IfVersion(v)); err != nil {
+		expectNotHeld(t, "Delete of an absent object", err)
+	}
+	if _, err := s.Get(ctxT(t)); !errors.Is(err, ports.ErrNotFound) {
+		t.Fatalf("Get after deleting an absent object: got %v, want ErrNotFound", err)
+	}
 }
 
 func testInvalidPreconditions(t *testing.T, open Opener) {

@@ -1,0 +1,255 @@
+// Package s3 is the ports.ObjectCAS adapter for Amazon S3 and S3-compatible
+// stores that implement conditional writes (If-None-Match: * and If-Match on
+// PutObject, If-Match on DeleteObject).
+//
+// Imports: internal/ports and the AWS SDK for Go v2.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// DefaultRequestTimeout bounds each request unless Config says otherwise:
+// below the smallest sensible lease renew interval.
+const DefaultRequestTimeout = 5 * time.Second
+
+// Config names one S3 object and how to reach it.
+type Config struct {
+	// Bucket and Key name the object (both required).
+	Bucket string
+	Key    string
+	// Region is the bucket's region; empty uses the AWS default chain
+	// (AWS_REGION, shared config), and "us-east-1" when EndpointURL is set.
+	Region string
+	// EndpointURL points at an S3-compatible store (path-style addressing is
+	// used when it is set).
+	EndpointURL string
+	// RequestTimeout bounds each request (default DefaultRequestTimeout).
+	RequestTimeout time.Duration
+	// Credentials overrides the AWS default credential chain (environment,
+	// shared config, web identity, ECS task role, IMDS) when non-nil.
+	Credentials aws.CredentialsProvider
+	// HTTPClient overrides the SDK's HTTP client when non-nil.
+	HTTPClient *http.Client
+}
+
+// Store is one S3 object with compare-and-swap.
+type Store struct {
+	client  *s3.Client
+	bucket  string
+	key     string
+	timeout time.Duration
+}
+
+var _ ports.ObjectCAS = (*Store)(nil)
+
+// New validates cfg, resolves credentials lazily through the AWS default
+// chain, and returns the store. It makes no request.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Bucket == "" || cfg.Key == "" {
+		return nil, fmt.Errorf("s3: bucket and key are required (got bucket %q, key %q)", cfg.Bucket, cfg.Key)
+	}
+	opts := []func(*config.LoadOptions) error{config.WithRetryMaxAttempts(1)}
+	if cfg.Region != "" {
+		opts = append(opts, config.WithRegion(cfg.Region))
+	}
+	if cfg.Credentials != nil {
+		opts = append(opts, config.WithCredentialsProvider(cfg.Credentials))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: load AWS configuration: %w", err)
+	}
+	if awsCfg.Region == "" {
+		if cfg.EndpointURL == "" {
+			return nil, fmt.Errorf("s3://%s/%s: no region: set region in the configuration or AWS_REGION", cfg.Bucket, cfg.Key)
+		}
+		awsCfg.Region = "us-east-1"
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		// The domain counts attempts: a retried conditional write changes
+		// meaning, so the SDK must not retry behind its back.
+		o.Retryer = aws.NopRetryer{}
+		// Many S3-compatible stores reject the newer default checksums.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		if cfg.EndpointURL != "" {
+			o.BaseEndpoint = aws.String(cfg.EndpointURL)
+			o.UsePathStyle = true
+		}
+	})
+	timeout := cfg.RequestTimeout
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	return &Store{client: client, bucket: cfg.Bucket, key: cfg.Key, timeout: timeout}, nil
+}
+
+// String implements ports.ObjectCAS.
+func (s *Store) String() string { return "s3://" + s.bucket + "/" + s.key }
+
+// Get implements ports.ObjectCAS: one GetObject returns the body and its ETag.
+func (s *Store) Get(ctx context.Context) (ports.Object, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	out, err := s.client.GetObject(rctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &s.key})
+	if err != nil {
+		return ports.Object{}, s.classify(ctx, "get", err)
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		return ports.Object{}, s.classify(ctx, "get", fmt.Errorf("read body: %w", err))
+	}
+	if out.ETag == nil || *out.ETag == "" {
+		return ports.Object{}, fmt.Errorf("get %s: the store returned no ETag; sf2loki needs ETags for compare-and-swap", s)
+	}
+	return ports.Object{Data: data, Version: ports.Version(*out.ETag)}, nil
+}
+
+// Put implements ports.ObjectCAS with If-None-Match: * (create-only) or
+// If-Match: <etag>.
+func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (ports.Version, error) {
+	if err := pre.Validate(false); err != nil {
+		return "", err
+	}
+	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &s.key, Body: bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data)))}
+	if v, ok := pre.Version(); ok {
+		in.IfMatch = aws.String(string(v))
+	} else {
+		in.IfNoneMatch = aws.String("*")
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	out, err := s.client.PutObject(rctx, in)
+	if err != nil {
+		return "", s.classify(ctx, "put", err)
+	}
+	if out.ETag == nil || *out.ETag == "" {
+		return "", fmt.Errorf("put %s: the store returned no ETag; sf2loki needs ETags for compare-and-swap", s)
+	}
+	return ports.Version(*out.ETag), nil
+}
+
+// Delete implements ports.ObjectCAS with If-Match: <etag>.
+func (s *Store) Delete(ctx context.Context, pre ports.Precondition) error {
+	if err := pre.Validate(true); err != nil {
+		return err
+	}
+	v, _ := pre.Version()
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	_, err := s.client.DeleteObject(rctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &s.key, IfMatch: aws.String(string(v))})
+	if err != nil {
+		return s.classify(ctx, "delete", err)
+	}
+	return nil
+}
+
+// Error codes S3 and compatible stores use for a failure that may pass.
+var transientCodes = map[string]bool{
+	"SlowDown": true, "InternalError": true, "InternalFailure": true, "ServiceUnavailable": true,
+	"RequestTimeout": true, "Throttling": true, "ThrottlingException": true, "RequestLimitExceeded": true,
+	"ConditionalRequestConflict": true, "OperationAborted": true, "RequestTimeTooSkewed": true,
+}
+
+// Error codes that mean the credentials may not do this.
+var deniedCodes = map[string]bool{
+	"AccessDenied": true, "InvalidAccessKeyId": true, "SignatureDoesNotMatch": true, "ExpiredToken": true,
+	"InvalidToken": true, "TokenRefreshRequired": true, "AllAccessDisabled": true, "AccountProblem": true,
+}
+
+// classify translates an SDK error into the ports' vocabulary. parent is the
+// caller's context: a timeout of our own request context is transient, the
+// caller's cancellation is not.
+func (s *Store) classify(parent context.Context, op string, err error) error {
+	wrap := func(sentinel error) error { return fmt.Errorf("%s %s: %w: %w", op, s, sentinel, err) }
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("%s %s: %w", op, s, perr)
+	}
+	var (
+		code   string
+		status int
+		header http.Header
+	)
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		code = apiErr.ErrorCode()
+	}
+	var respErr *awshttp.ResponseError
+	if errors.As(err, &respErr) {
+		status = respErr.HTTPStatusCode()
+		if respErr.Response != nil {
+			header = respErr.Response.Header
+		}
+	}
+	switch {
+	case code == "NoSuchBucket":
+		return fmt.Errorf("%s %s: %w: create the bucket or fix the bucket name: %w", op, s, ports.ErrBucketNotFound, err)
+	case code == "NoSuchKey" || code == "NotFound" || status == http.StatusNotFound:
+		return wrap(ports.ErrNotFound)
+	case code == "PreconditionFailed" || status == http.StatusPreconditionFailed:
+		return wrap(ports.ErrPreconditionFailed)
+	case deniedCodes[code] || status == http.StatusForbidden || status == http.StatusUnauthorized:
+		return wrap(ports.ErrPermissionDenied)
+	case code == "NotImplemented" || status == http.StatusNotImplemented:
+		return fmt.Errorf("%s %s: %w (the endpoint rejected If-Match/If-None-Match; sf2loki cannot arbitrate leadership or protect checkpoints on it): %w",
+			op, s, ports.ErrConditionalWriteUnsupported, err)
+	case transientCodes[code] || status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500:
+		return ports.TransientAfter(op, retryAfter(header), fmt.Errorf("%s: %w", s, err))
+	case isCredentialsError(err):
+		return fmt.Errorf("%s %s: %w: no usable AWS credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, web identity or a task role): %w",
+			op, s, ports.ErrPermissionDenied, err)
+	case status == 0:
+		// No HTTP answer: timeouts, resets, truncated bodies, refused
+		// connections. The outcome of a write is unknown.
+		return ports.Transient(op, fmt.Errorf("%s: %w", s, err))
+	}
+	return fmt.Errorf("%s %s: %w", op, s, err)
+}
+
+// isCredentialsError reports a failure to obtain credentials that is not a
+// network failure (which stays transient: IMDS or the ECS agent may be busy).
+// The SDK gives these no type, only its messages.
+func isCredentialsError(err error) bool {
+	msg := err.Error()
+	if !strings.Contains(msg, "get identity:") && !strings.Contains(msg, "failed to retrieve credentials") &&
+		!strings.Contains(msg, "failed to refresh cached credentials") {
+		return false
+	}
+	var netErr net.Error
+	return !errors.As(err, &netErr)
+}
+
+// retryAfter parses a Retry-After header given in seconds.
+func retryAfter(h http.Header) time.Duration {
+	if h == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}

@@ -1,0 +1,324 @@
+// Package faultproxy is a fault-injecting HTTP reverse proxy for tests: it
+// sits between an adapter and a real server, forwards requests, counts them,
+// and on chosen requests answers with an error, loses the answer after the
+// server applied the request, resets the connection mid-body, or delays.
+//
+// Test support only: production code must not import it.
+package faultproxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Request is what the proxy saw of one request.
+type Request struct {
+	Method string
+	Path   string
+	Query  url.Values
+	Header http.Header
+	// Status is what the client was answered (0 for a reset connection).
+	Status int
+	// Fault names the fault applied, "" for a plain pass-through.
+	Fault string
+}
+
+// FromHTTP describes an incoming request (for Rule.Match predicates that
+// share a classifier with the request log).
+func FromHTTP(r *http.Request) Request {
+	return Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header}
+}
+
+// Conditional reports whether the request carried a write precondition
+// (S3 If-Match/If-None-Match, GCS ifGenerationMatch).
+func (r Request) Conditional() bool {
+	return r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "" || r.Query.Has("ifGenerationMatch")
+}
+
+// Action is what a rule does with a matching request.
+type Action int
+
+// Actions.
+const (
+	// Respond answers Status/Body/Header without forwarding.
+	Respond Action = iota
+	// ApplyThenRespond forwards the request (the server applies it), drops the
+	// server's answer and answers Status/Body/Header instead: a lost
+	// acknowledgement.
+	ApplyThenRespond
+	// ApplyThenReset forwards the request, then closes the connection
+	// without an answer.
+	ApplyThenReset
+	// ResetMidBody forwards the request and sends the server's status line
+	// and headers with half the body, then closes the connection.
+	ResetMidBody
+	// Delay waits Delay, then forwards.
+	Delay
+)
+
+// Rule is an injected fault.
+type Rule struct {
+	// Name labels the fault in the request log.
+	Name string
+	// Match selects requests (nil matches all).
+	Match func(*http.Request) bool
+	// Every applies the rule to every Nth matching request (0 or 1: all).
+	Every int
+	// Times bounds how often the rule fires (0: unlimited).
+	Times  int
+	Action Action
+	Status int
+	Body   string
+	Header http.Header
+	Delay  time.Duration
+
+	seen, fired int
+}
+
+// Proxy is a running fault proxy.
+type Proxy struct {
+	// URL is the proxy's base URL.
+	URL string
+
+	target *url.URL
+	rp     *httputil.ReverseProxy
+	srv    *httptest.Server
+
+	mu       sync.Mutex
+	rules    []*Rule
+	requests []Request
+}
+
+// New starts a proxy in front of target and closes it when t ends.
+func New(t testing.TB, target string) *Proxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{target: u, rp: httputil.NewSingleHostReverseProxy(u)}
+	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	p.URL = p.srv.URL
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// Add installs a rule; rules are consulted in order, the first that fires wins.
+func (p *Proxy) Add(r Rule) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rc := r
+	p.rules = append(p.rules, &rc)
+}
+
+// Clear removes every rule.
+func (p *Proxy) Clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = nil
+}
+
+// Requests returns the requests seen so far.
+func (p *Proxy) Requests() []Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Request(nil), p.requests...)
+}
+
+// Reset forgets the requests seen so far.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests = nil
+}
+
+// Count returns how many requests seen so far satisfy pred.
+func (p *Proxy) Count(pred func(Request) bool) int {
+	n := 0
+	for _, r := range p.Requests() {
+		if pred(r) {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *Proxy) pick(r *http.Request) *Rule {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, rule := range p.rules {
+		if rule.Match != nil && !rule.Match(r) {
+			continue
+		}
+		if rule.Times > 0 && rule.fired >= rule.Times {
+			continue
+		}
+		rule.seen++
+		if rule.Every > 1 && rule.seen%rule.Every != 0 {
+			continue
+		}
+		rule.fired++
+		return rule
+	}
+	return nil
+}
+
+func (p *Proxy) record(r *http.Request, status int, fault string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests = append(p.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(),
+		Header: r.Header.Clone(), Status: status, Fault: fault})
+}
+
+// statusRecorder captures the status a pass-through answered.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	rule := p.pick(r)
+	if rule == nil {
+		sr := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		p.rp.ServeHTTP(sr, r)
+		p.record(r, sr.status, "")
+		return
+	}
+	name := rule.Name
+	if name == "" {
+		name = fmt.Sprintf("action-%d", rule.Action)
+	}
+	switch rule.Action {
+	case Respond:
+		p.respond(w, rule)
+		p.record(r, rule.Status, name)
+	case ApplyThenRespond:
+		if _, err := p.forward(r); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		p.respond(w, rule)
+		p.record(r, rule.Status, name)
+	case ApplyThenReset:
+		_, _ = p.forward(r)
+		p.reset(w, nil)
+		p.record(r, 0, name)
+	case ResetMidBody:
+		resp, err := p.forward(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		p.reset(w, resp)
+		p.record(r, 0, name)
+	case Delay:
+		select {
+		case <-time.After(rule.Delay):
+		case <-r.Context().Done():
+			p.record(r, 0, name)
+			return
+		}
+		sr := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		p.rp.ServeHTTP(sr, r)
+		p.record(r, sr.status, name)
+	}
+}
+
+func (p *Proxy) respond(w http.ResponseWriter, rule *Rule) {
+	for k, vs := range rule.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	if rule.Body != "" && w.Header().Get("Content-Type") == "" {
+		ct := "application/xml"
+		if strings.HasPrefix(strings.TrimSpace(rule.Body), "{") {
+			ct = "application/json"
+		}
+		w.Header().Set("Content-Type", ct)
+	}
+	w.WriteHeader(rule.Status)
+	_, _ = io.WriteString(w, rule.Body)
+}
+
+// forwardedResponse is a fully read answer from the target.
+type forwardedResponse struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// forward sends r to the target and reads the whole answer.
+func (p *Proxy) forward(r *http.Request) (*forwardedResponse, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	// Keep the client's Host header: signed requests (SigV4) cover it.
+	out.URL.Scheme, out.URL.Host = p.target.Scheme, p.target.Host
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	resp, err := http.DefaultTransport.RoundTrip(out)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &forwardedResponse{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// reset hijacks the connection; with resp it first writes the status line,
+// the headers (announcing the full length) and half the body.
+func (p *Proxy) reset(w http.ResponseWriter, resp *forwardedResponse) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("faultproxy: the response writer cannot be hijacked")
+	}
+	conn, buf, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if resp != nil {
+		writePartial(buf, resp)
+	}
+}
+
+func writePartial(buf *bufio.ReadWriter, resp *forwardedResponse) {
+	body := resp.body
+	if len(body) < 2 {
+		body = append(body, make([]byte, 2-len(body))...)
+	}
+	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", resp.status, http.StatusText(resp.status))
+	for k, vs := range resp.header {
+		if strings.EqualFold(k, "Content-Length") || strings.EqualFold(k, "Transfer-Encoding") {
+			continue
+		}
+		for _, v := range vs {
+			fmt.Fprintf(buf, "%s: %s\r\n", k, v)
+		}
+	}
+	fmt.Fprintf(buf, "Content-Length: %d\r\n\r\n", len(body))
+	_, _ = buf.Write(body[:len(body)/2])
+	_ = buf.Flush()
+}

@@ -1,0 +1,76 @@
+// Package testenv starts the real servers that adapter and integration tests
+// run against (versitygw for S3, fake-gcs-server for GCS, and later a
+// Kubernetes API server and a Loki push peer), on random loopback ports, and
+// stops them when the test ends.
+//
+// Test support only: production code must not import it. Binaries come from
+// .bin/ (installed by `make tools`). When a binary is missing the test is
+// skipped locally with a message naming `make tools`, and fails in CI
+// (CI=true or SF2LOKI_REQUIRE_INTEGRATION=1): a missing server never turns
+// into a silently skipped test there.
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Required reports whether a missing server must fail the test.
+func Required() bool {
+	return os.Getenv("CI") == "true" || os.Getenv("SF2LOKI_REQUIRE_INTEGRATION") == "1"
+}
+
+// Missing skips the test (locally) or fails it (CI) because what names is
+// unavailable.
+func Missing(t testing.TB, what string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s is not installed: run `make tools`", what)
+	if Required() {
+		t.Fatal(msg + " (CI requires every test server)")
+	}
+	t.Skip(msg)
+}
+
+// RepoRoot returns the module root (the directory holding go.mod).
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("testenv: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Binary returns the path of a test server binary in .bin/, or skips/fails
+// the test when it is missing.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(RepoRoot(t), ".bin", name)
+	if st, err := os.Stat(p); err != nil || st.IsDir() {
+		Missing(t, p)
+	}
+	return p
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
