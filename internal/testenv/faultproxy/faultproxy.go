@@ -9,6 +9,7 @@ package faultproxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -107,6 +108,16 @@ func New(t testing.TB, target string) *Proxy {
 		t.Fatal(err)
 	}
 	p := &Proxy{target: u, rp: httputil.NewSingleHostReverseProxy(u)}
+	// Record a pass-through before its answer reaches the client, so a test
+	// that has seen the answer also sees the record.
+	p.rp.ModifyResponse = func(resp *http.Response) error {
+		p.record(resp.Request, resp.StatusCode, faultOf(resp.Request))
+		return nil
+	}
+	p.rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		p.record(r, http.StatusBadGateway, faultOf(r))
+		http.Error(w, err.Error(), http.StatusBadGateway)
+	}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	p.URL = p.srv.URL
 	t.Cleanup(p.srv.Close)
@@ -180,23 +191,20 @@ func (p *Proxy) record(r *http.Request, status int, fault string) {
 		Header: r.Header.Clone(), Status: status, Fault: fault})
 }
 
-// statusRecorder captures the status a pass-through answered.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
+type faultKey struct{}
+
+// faultOf returns the fault name a pass-through request carries ("" for none).
+func faultOf(r *http.Request) string {
+	name, _ := r.Context().Value(faultKey{}).(string)
+	return name
 }
 
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
+// serve applies the first rule that fires. Every request is recorded before
+// its answer (or reset) reaches the client.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	rule := p.pick(r)
 	if rule == nil {
-		sr := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		p.rp.ServeHTTP(sr, r)
-		p.record(r, sr.status, "")
+		p.rp.ServeHTTP(w, r)
 		return
 	}
 	name := rule.Name
@@ -205,27 +213,29 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch rule.Action {
 	case Respond:
-		p.respond(w, rule)
 		p.record(r, rule.Status, name)
+		p.respond(w, rule)
 	case ApplyThenRespond:
 		if _, err := p.forward(r); err != nil {
+			p.record(r, http.StatusBadGateway, name)
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		p.respond(w, rule)
 		p.record(r, rule.Status, name)
+		p.respond(w, rule)
 	case ApplyThenReset:
 		_, _ = p.forward(r)
-		p.reset(w, nil)
 		p.record(r, 0, name)
+		p.reset(w, nil)
 	case ResetMidBody:
 		resp, err := p.forward(r)
 		if err != nil {
+			p.record(r, http.StatusBadGateway, name)
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		p.reset(w, resp)
 		p.record(r, 0, name)
+		p.reset(w, resp)
 	case Delay:
 		select {
 		case <-time.After(rule.Delay):
@@ -233,9 +243,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			p.record(r, 0, name)
 			return
 		}
-		sr := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		p.rp.ServeHTTP(sr, r)
-		p.record(r, sr.status, name)
+		p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, name)))
 	}
 }
 

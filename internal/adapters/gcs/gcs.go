@@ -1,0 +1,219 @@
+// Package gcs is the ports.ObjectCAS adapter for Google Cloud Storage, using
+// object generations as versions and generation preconditions for
+// compare-and-swap.
+//
+// Imports: internal/ports and cloud.google.com/go/storage.
+package gcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// DefaultRequestTimeout bounds each request unless Config says otherwise.
+const DefaultRequestTimeout = 5 * time.Second
+
+// Config names one GCS object and how to reach it.
+type Config struct {
+	// Bucket and ObjectName name the object (both required).
+	Bucket     string
+	ObjectName string
+	// ServiceFile is a service-account key file; empty uses Application
+	// Default Credentials. STORAGE_EMULATOR_HOST, when set, points the client
+	// at an emulator without authentication.
+	ServiceFile string
+	// Endpoint overrides the JSON API endpoint (an emulator or a test proxy,
+	// e.g. http://127.0.0.1:4443/storage/v1/); requests to it are not
+	// authenticated.
+	Endpoint string
+	// RequestTimeout bounds each request (default DefaultRequestTimeout).
+	RequestTimeout time.Duration
+}
+
+// Store is one GCS object with compare-and-swap.
+type Store struct {
+	client  *storage.Client
+	obj     *storage.ObjectHandle
+	name    string
+	timeout time.Duration
+}
+
+var _ ports.ObjectCAS = (*Store)(nil)
+
+// New validates cfg and returns the store. It makes no request.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Bucket == "" || cfg.ObjectName == "" {
+		return nil, fmt.Errorf("gcs: bucket and object_name are required (got bucket %q, object_name %q)", cfg.Bucket, cfg.ObjectName)
+	}
+	opts := []option.ClientOption{storage.WithJSONReads()}
+	switch {
+	case cfg.Endpoint != "":
+		opts = append(opts, option.WithEndpoint(cfg.Endpoint), option.WithoutAuthentication())
+	case cfg.ServiceFile != "":
+		opts = append(opts, option.WithAuthCredentialsFile(option.ServiceAccount, cfg.ServiceFile))
+	}
+	client, err := storage.NewClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("gcs: create client for gs://%s/%s: %w", cfg.Bucket, cfg.ObjectName, err)
+	}
+	timeout := cfg.RequestTimeout
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	// The domain counts attempts: a retried conditional write changes
+	// meaning, so the library must not retry behind its back.
+	obj := client.Bucket(cfg.Bucket).Object(cfg.ObjectName).Retryer(storage.WithPolicy(storage.RetryNever))
+	return &Store{client: client, obj: obj, name: "gs://" + cfg.Bucket + "/" + cfg.ObjectName, timeout: timeout}, nil
+}
+
+// Close releases the client.
+func (s *Store) Close() error { return s.client.Close() }
+
+// String implements ports.ObjectCAS.
+func (s *Store) String() string { return s.name }
+
+// Get implements ports.ObjectCAS. One reader returns the bytes and the
+// generation they belong to.
+func (s *Store) Get(ctx context.Context) (ports.Object, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	r, err := s.obj.NewReader(rctx)
+	if err != nil {
+		return ports.Object{}, s.classify(ctx, "get", err, ports.Precondition{})
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return ports.Object{}, s.classify(ctx, "get", fmt.Errorf("read body: %w", err), ports.Precondition{})
+	}
+	return ports.Object{Data: data, Version: version(r.Attrs.Generation)}, nil
+}
+
+func version(gen int64) ports.Version { return ports.Version(strconv.FormatInt(gen, 10)) }
+
+func generation(v ports.Version) (int64, error) {
+	g, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil || g <= 0 {
+		return 0, fmt.Errorf("%w: %q is not a GCS generation", ports.ErrInvalidPrecondition, v)
+	}
+	return g, nil
+}
+
+// Put implements ports.ObjectCAS with ifGenerationMatch=0 (create-only) or
+// ifGenerationMatch=<generation>.
+func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (ports.Version, error) {
+	if err := pre.Validate(false); err != nil {
+		return "", err
+	}
+	cond := storage.Conditions{DoesNotExist: true}
+	if v, ok := pre.Version(); ok {
+		g, err := generation(v)
+		if err != nil {
+			return "", err
+		}
+		cond = storage.Conditions{GenerationMatch: g}
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	w := s.obj.If(cond).NewWriter(rctx)
+	w.ChunkSize = 0 // one request, no resumable upload
+	w.ContentType = "application/octet-stream"
+	if _, err := w.Write(data); err != nil {
+		_ = w.Close()
+		return "", s.classify(ctx, "put", err, pre)
+	}
+	if err := w.Close(); err != nil {
+		return "", s.classify(ctx, "put", err, pre)
+	}
+	return version(w.Attrs().Generation), nil
+}
+
+// Delete implements ports.ObjectCAS by deleting the given generation with a
+// generation-match precondition: on real GCS and the emulator alike a stale
+// generation leaves the object in place.
+func (s *Store) Delete(ctx context.Context, pre ports.Precondition) error {
+	if err := pre.Validate(true); err != nil {
+		return err
+	}
+	v, _ := pre.Version()
+	g, err := generation(v)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err = s.obj.Generation(g).If(storage.Conditions{GenerationMatch: g}).Delete(rctx)
+	if err != nil {
+		return s.classify(ctx, "delete", err, pre)
+	}
+	return nil
+}
+
+// classify translates a client error into the ports' vocabulary.
+func (s *Store) classify(parent context.Context, op string, err error, pre ports.Precondition) error {
+	wrap := func(sentinel error) error { return fmt.Errorf("%s %s: %w: %w", op, s, sentinel, err) }
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("%s %s: %w", op, s, perr)
+	}
+	if errors.Is(err, storage.ErrBucketNotExist) {
+		return fmt.Errorf("%s %s: %w: create the bucket or fix the bucket name: %w", op, s, ports.ErrBucketNotFound, err)
+	}
+	code := 0
+	var header http.Header
+	var gerr *googleapi.Error
+	if errors.As(err, &gerr) {
+		code, header = gerr.Code, gerr.Header
+	}
+	_, ifVersion := pre.Version()
+	notFound := code == http.StatusNotFound || errors.Is(err, storage.ErrObjectNotExist)
+	switch {
+	case notFound && op == "delete":
+		// The generation named is not live: stale or absent.
+		return wrap(ports.ErrPreconditionFailed)
+	case notFound && op == "get", errors.Is(err, storage.ErrObjectNotExist):
+		return wrap(ports.ErrNotFound)
+	case code == http.StatusNotFound && ifVersion:
+		return wrap(ports.ErrNotFound)
+	case code == http.StatusNotFound:
+		return fmt.Errorf("%s %s: %w: create the bucket or fix the bucket name: %w", op, s, ports.ErrBucketNotFound, err)
+	case code == http.StatusPreconditionFailed:
+		return wrap(ports.ErrPreconditionFailed)
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return wrap(ports.ErrPermissionDenied)
+	case code == http.StatusNotImplemented:
+		return fmt.Errorf("%s %s: %w (the endpoint rejected generation preconditions): %w", op, s, ports.ErrConditionalWriteUnsupported, err)
+	case code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500:
+		return ports.TransientAfter(op, retryAfter(header), fmt.Errorf("%s: %w", s, err))
+	case code != 0:
+		return fmt.Errorf("%s %s: %w", op, s, err)
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return ports.Transient(op, fmt.Errorf("%s: %v", s, err)) //nolint:errorlint // our own timeout's cancellation must not read as the caller's
+	}
+	return fmt.Errorf("%s %s: %w", op, s, err)
+}
+
+func retryAfter(h http.Header) time.Duration {
+	if h == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}

@@ -1,0 +1,220 @@
+package gcs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/gcs"
+	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/testenv"
+	"github.com/sf2loki/sf2loki/internal/testenv/e2e"
+	"github.com/sf2loki/sf2loki/internal/testenv/faultproxy"
+)
+
+func open(t *testing.T, base, bucket, name string, mutate ...func(*gcs.Config)) *gcs.Store {
+	t.Helper()
+	cfg := gcs.Config{Bucket: bucket, ObjectName: name, Endpoint: testenv.JSONEndpoint(base)}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	s, err := gcs.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestContract(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	porttest.RunObjectCAS(t, func(t *testing.T) porttest.Opener {
+		name := e2e.Name("contract/" + strings.ReplaceAll(t.Name(), "/", "-"))
+		return func(t *testing.T) ports.ObjectCAS { return open(t, srv.URL, bucket, name) }
+	})
+}
+
+func gcsError(code int, reason string) string {
+	return fmt.Sprintf(`{"error":{"code":%d,"message":"injected","errors":[{"reason":%q,"message":"injected"}]}}`, code, reason)
+}
+
+// isConditionalPut matches an upload carrying a generation precondition.
+func isConditionalPut(r faultproxy.Request) bool {
+	return (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.Contains(r.Path, "/upload/") && r.Conditional()
+}
+
+func isRead(r faultproxy.Request) bool { return r.Method == http.MethodGet }
+
+func TestFaultClassification(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	cases := []struct {
+		name      string
+		rule      faultproxy.Rule
+		op        string
+		landed    bool
+		retryHint time.Duration
+	}{
+		{name: "LostAckAfterApply500", op: "put", landed: true,
+			rule: faultproxy.Rule{Action: faultproxy.ApplyThenRespond, Status: 500, Body: gcsError(500, "backendError")}},
+		{name: "LostAckConnectionReset", op: "put", landed: true,
+			rule: faultproxy.Rule{Action: faultproxy.ApplyThenReset}},
+		{name: "ServiceUnavailable503", op: "put",
+			rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 503, Body: gcsError(503, "backendError")}},
+		{name: "Throttled429RetryAfter", op: "put", retryHint: 2 * time.Second,
+			rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 429, Body: gcsError(429, "rateLimitExceeded"),
+				Header: http.Header{"Retry-After": {"2"}}}},
+		{name: "Unavailable503OnRead", op: "get",
+			rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 503, Body: gcsError(503, "backendError")}},
+		{name: "ResetMidBodyOnWrite", op: "put", landed: true,
+			rule: faultproxy.Rule{Action: faultproxy.ResetMidBody}},
+		{name: "RequestTimeout", op: "get",
+			rule: faultproxy.Rule{Action: faultproxy.Delay, Delay: 3 * time.Second}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := faultproxy.New(t, srv.URL)
+			name := e2e.Name("fault")
+			direct := open(t, srv.URL, bucket, name)
+			v, err := direct.Put(t.Context(), []byte(`{"seed":true}`), ports.CreateOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rule := tc.rule
+			rule.Name, rule.Times = tc.name, 1
+			if tc.op == "put" {
+				rule.Match = func(r *http.Request) bool { return isConditionalPut(faultproxy.FromHTTP(r)) }
+			}
+			p.Add(rule)
+			s := open(t, p.URL, bucket, name, func(c *gcs.Config) { c.RequestTimeout = 500 * time.Millisecond })
+			payload := []byte(`{"written":"` + tc.name + `"}`)
+			if tc.op == "put" {
+				_, err = s.Put(t.Context(), payload, ports.IfVersion(v))
+			} else {
+				_, err = s.Get(t.Context())
+			}
+			if !ports.IsTransient(err) {
+				t.Fatalf("%s: got %v, want a transient error", tc.name, err)
+			}
+			if tc.retryHint > 0 {
+				if d, ok := ports.RetryAfter(err); !ok || d != tc.retryHint {
+					t.Fatalf("retry-after %v (%v), want %v", d, ok, tc.retryHint)
+				}
+			}
+			obj, gerr := direct.Get(t.Context())
+			if gerr != nil {
+				t.Fatal(gerr)
+			}
+			if landed := string(obj.Data) == string(payload); landed != tc.landed {
+				t.Fatalf("write landed = %v, want %v", landed, tc.landed)
+			}
+			if n := p.Count(func(r faultproxy.Request) bool { return r.Fault == tc.name }); n != 1 {
+				t.Fatalf("the fault fired %d times", n)
+			}
+		})
+	}
+}
+
+// The storage library resumes a read cut mid-body with a ranged read pinned
+// to the generation it started with, so the caller gets the whole document of
+// one generation (never a mix), not an error.
+func TestResetMidBodyOnReadResumesSameGeneration(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	p := faultproxy.New(t, srv.URL)
+	name := e2e.Name("reset")
+	direct := open(t, srv.URL, bucket, name)
+	payload := []byte(`{"a":"` + strings.Repeat("x", 4096) + `"}`)
+	v, err := direct.Put(t.Context(), payload, ports.CreateOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Add(faultproxy.Rule{Name: "reset", Action: faultproxy.ResetMidBody, Times: 1})
+	obj, err := open(t, p.URL, bucket, name).Get(t.Context())
+	if err != nil {
+		if !ports.IsTransient(err) {
+			t.Fatalf("a read cut mid-body: %v, want the document or a transient error", err)
+		}
+		return
+	}
+	if string(obj.Data) != string(payload) || obj.Version != v {
+		t.Fatalf("resumed read returned %d bytes at %q, want %d bytes at %q", len(obj.Data), obj.Version, len(payload), v)
+	}
+	if n := p.Count(func(r faultproxy.Request) bool { return r.Method == http.MethodGet }); n != 2 {
+		t.Fatalf("%d reads through the proxy, want the cut one and its resumption", n)
+	}
+}
+
+func TestForbiddenIsPermissionDenied(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	p := faultproxy.New(t, srv.URL)
+	p.Add(faultproxy.Rule{Name: "403", Action: faultproxy.Respond, Status: 403, Body: gcsError(403, "forbidden")})
+	s := open(t, p.URL, bucket, "k")
+	if _, err := s.Get(t.Context()); !errors.Is(err, ports.ErrPermissionDenied) || ports.IsTransient(err) {
+		t.Fatalf("Get answered 403: %v, want ErrPermissionDenied", err)
+	}
+	if _, err := s.Put(t.Context(), []byte("x"), ports.CreateOnly()); !errors.Is(err, ports.ErrPermissionDenied) {
+		t.Fatalf("Put answered 403: %v, want ErrPermissionDenied", err)
+	}
+}
+
+func TestMissingBucketIsNotAbsentObject(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	s := open(t, srv.URL, "no-such-bucket-here", "k")
+	_, err := s.Put(t.Context(), []byte("x"), ports.CreateOnly())
+	if !errors.Is(err, ports.ErrBucketNotFound) || errors.Is(err, ports.ErrNotFound) {
+		t.Fatalf("Put in a missing bucket: %v, want ErrBucketNotFound", err)
+	}
+}
+
+func TestCallerCancellationIsNotTransient(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	p := faultproxy.New(t, srv.URL)
+	p.Add(faultproxy.Rule{Action: faultproxy.Delay, Delay: 5 * time.Second})
+	s := open(t, p.URL, bucket, "k")
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := s.Get(ctx); !errors.Is(err, context.DeadlineExceeded) || ports.IsTransient(err) {
+		t.Fatalf("got %v, want the caller's deadline, not transient", err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	for name, cfg := range map[string]gcs.Config{
+		"no bucket": {ObjectName: "k"},
+		"no object": {Bucket: "b"},
+	} {
+		if _, err := gcs.New(t.Context(), cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	s := open(t, "http://127.0.0.1:1", "b", "a/k")
+	if s.String() != "gs://b/a/k" {
+		t.Fatal(s.String())
+	}
+	if _, err := s.Put(t.Context(), []byte("x"), ports.IfVersion("not-a-generation")); !errors.Is(err, ports.ErrInvalidPrecondition) {
+		t.Fatalf("non-numeric generation: %v", err)
+	}
+}
+
+func TestEndToEnd(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	e2e.Run(t, e2e.Harness{
+		Endpoint: srv.URL,
+		Open: func(t *testing.T, base, name string) ports.ObjectCAS {
+			return open(t, base, bucket, name)
+		},
+		LostAck:          faultproxy.Rule{Status: 500, Body: gcsError(500, "backendError")},
+		IsConditionalPut: isConditionalPut,
+		IsRead:           isRead,
+	})
+}
