@@ -218,3 +218,22 @@ func TestEndToEnd(t *testing.T) {
 		IsRead:           isRead,
 	})
 }
+
+func TestHonoursStorageEmulatorHost(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL, "http://"))
+	s, err := gcs.New(t.Context(), gcs.Config{Bucket: bucket, ObjectName: "emulated"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v, err := s.Put(t.Context(), []byte("via the emulator"), ports.CreateOnly())
+	if err != nil {
+		t.Fatalf("Put through STORAGE_EMULATOR_HOST: %v", err)
+	}
+	obj, err := open(t, srv.URL, bucket, "emulated").Get(t.Context())
+	if err != nil || string(obj.Data) != "via the emulator" || obj.Version != v {
+		t.Fatalf("the write did not reach the emulator: %q %q %v", obj.Data, obj.Version, err)
+	}
+}
