@@ -107,6 +107,18 @@ func settle(t *testing.T, clk *porttest.FakeClock, limit time.Duration, done fun
 	}
 }
 
+// closed returns a condition that is true once ch is closed.
+func closed(ch <-chan struct{}) func() bool {
+	return func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
 // call runs f to completion in the bubble, advancing the clock through any
 // waits (backoff, timeouts) it makes.
 func call(t *testing.T, clk *porttest.FakeClock, f func()) {
@@ -116,14 +128,23 @@ func call(t *testing.T, clk *porttest.FakeClock, f func()) {
 		defer close(done)
 		f()
 	}()
-	settle(t, clk, time.Hour, func() bool {
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
-	})
+	settle(t, clk, time.Hour, closed(done))
+}
+
+// runWith runs k.Run with cb in the bubble. The returned stop cancels Run
+// and waits for it to return, advancing the clock through a graceful stop.
+func runWith(t *testing.T, clk *porttest.FakeClock, k *domain.LeaseKeeper, cb domain.Callbacks) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = k.Run(ctx, cb)
+	}()
+	return func() {
+		cancel()
+		settle(t, clk, 2*time.Hour, closed(done))
+	}
 }
 
 // advance moves the clock by d, letting the bubble run at every timer on

@@ -89,15 +89,10 @@ func TestLeaseKeeper02_RenewalIsIfVersionKeepsEpochOneWritePerInterval(t *testin
 		k, _ := newKeeper(t, m, clk, "a")
 		var mu sync.Mutex
 		acquired := 0
-		runCtx, stop := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = k.Run(runCtx, domain.Callbacks{
-				OnAcquire: func(context.Context, domain.Leadership) { mu.Lock(); acquired++; mu.Unlock() },
-				OnLose:    func(domain.Loss) {},
-			})
-		}()
+		stop := runWith(t, clk, k, domain.Callbacks{
+			OnAcquire: func(context.Context, domain.Leadership) { mu.Lock(); acquired++; mu.Unlock() },
+			OnLose:    func(domain.Loss) {},
+		})
 		advance(t, clk, 0)
 		_, v := stored(t, m)
 		m.ResetCalls()
@@ -120,7 +115,6 @@ func TestLeaseKeeper02_RenewalIsIfVersionKeepsEpochOneWritePerInterval(t *testin
 			t.Fatalf("the leader read the lease %d times; renewals must not read", got)
 		}
 		stop()
-		<-done
 		if acquired != 1 {
 			t.Fatalf("OnAcquire ran %d times", acquired)
 		}
@@ -133,20 +127,15 @@ func TestLeaseKeeper03_LostCASDemotesWithoutReread(t *testing.T) {
 			m := porttest.NewMemoryCAS("lease")
 			k, rec := newKeeper(t, m, clk, "a")
 			var calls []string
-			runCtx, stop := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				_ = k.Run(runCtx, domain.Callbacks{
-					OnAcquire: func(context.Context, domain.Leadership) { calls = append(calls, "acquire") },
-					OnLose: func(domain.Loss) {
-						if k.CheckFence() == nil {
-							t.Error("OnLose after a lost renewal ran with a passing fence")
-						}
-						calls = append(calls, "lose")
-					},
-				})
-			}()
+			stop := runWith(t, clk, k, domain.Callbacks{
+				OnAcquire: func(context.Context, domain.Leadership) { calls = append(calls, "acquire") },
+				OnLose: func(domain.Loss) {
+					if k.CheckFence() == nil {
+						t.Error("OnLose after a lost renewal ran with a passing fence")
+					}
+					calls = append(calls, "lose")
+				},
+			})
 			advance(t, clk, 0)
 			plant(m, domain.LeaseRecord{Holder: "b", Instance: "b-1", Epoch: 2})
 			m.ResetCalls()
@@ -165,7 +154,6 @@ func TestLeaseKeeper03_LostCASDemotesWithoutReread(t *testing.T) {
 				t.Fatalf("events %v", rec.kinds())
 			}
 			stop()
-			<-done
 		})
 	})
 	t.Run("takeover", func(t *testing.T) {
@@ -358,15 +346,10 @@ func TestLeaseKeeper08_CheckFenceFailsOnLossAndAtDeadline(t *testing.T) {
 			m.Inject(porttest.Fault{Op: porttest.OpPut, When: func(c porttest.Call) bool { return c.N > 1 }, Delay: time.Hour})
 			k, rec := newKeeper(t, m, clk, "a")
 			var lost []domain.Loss
-			runCtx, stop := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				_ = k.Run(runCtx, domain.Callbacks{
-					OnAcquire: func(context.Context, domain.Leadership) {},
-					OnLose:    func(l domain.Loss) { lost = append(lost, l) },
-				})
-			}()
+			stop := runWith(t, clk, k, domain.Callbacks{
+				OnAcquire: func(context.Context, domain.Leadership) {},
+				OnLose:    func(l domain.Loss) { lost = append(lost, l) },
+			})
 			advance(t, clk, 0)
 			deadline := t0.Add(ttl - renew/2)
 			if got := k.Status().FenceDeadline; !got.Equal(deadline) {
@@ -390,14 +373,6 @@ func TestLeaseKeeper08_CheckFenceFailsOnLossAndAtDeadline(t *testing.T) {
 				t.Fatalf("events %v", rec.kinds())
 			}
 			stop()
-			settle(t, clk, 2*time.Hour, func() bool {
-				select {
-				case <-done:
-					return true
-				default:
-					return false
-				}
-			})
 		})
 	})
 }
@@ -455,44 +430,28 @@ func TestLeaseKeeper09_RenewalRetryVerifiesBeforeDemoting(t *testing.T) {
 	})
 }
 
-// runKeeper runs k in the bubble and returns the callback log and a stop
-// function that waits for Run to return.
+// runKeeper runs k in the bubble, logging its callbacks, and returns the
+// log and a stop function that waits for Run to return.
 func runKeeper(t *testing.T, clk *porttest.FakeClock, k *domain.LeaseKeeper) (log func() []string, stop func()) {
 	t.Helper()
 	var mu sync.Mutex
 	var calls []string
-	runCtx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = k.Run(runCtx, domain.Callbacks{
-			OnAcquire: func(_ context.Context, l domain.Leadership) {
-				mu.Lock()
-				defer mu.Unlock()
-				calls = append(calls, fmt.Sprintf("acquire@%d", l.Epoch))
-			},
-			OnLose: func(l domain.Loss) {
-				mu.Lock()
-				defer mu.Unlock()
-				calls = append(calls, fmt.Sprintf("lose@%d graceful=%v fence=%v", l.Epoch, l.Graceful, k.CheckFence() == nil))
-			},
-		})
-	}()
+	stop = runWith(t, clk, k, domain.Callbacks{
+		OnAcquire: func(_ context.Context, l domain.Leadership) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, fmt.Sprintf("acquire@%d", l.Epoch))
+		},
+		OnLose: func(l domain.Loss) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, fmt.Sprintf("lose@%d graceful=%v fence=%v", l.Epoch, l.Graceful, k.CheckFence() == nil))
+		},
+	})
 	log = func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), calls...)
-	}
-	stop = func() {
-		cancel()
-		settle(t, clk, time.Hour, func() bool {
-			select {
-			case <-done:
-				return true
-			default:
-				return false
-			}
-		})
 	}
 	return log, stop
 }
@@ -528,30 +487,17 @@ func TestLeaseKeeper10_GracefulDrainKeepsRenewing(t *testing.T) {
 		k, rec := newKeeper(t, m, clk, "a")
 		drainFor := 3 * ttl
 		var fenceDuringDrain []bool
-		runCtx, stop := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = k.Run(runCtx, domain.Callbacks{
-				OnAcquire: func(context.Context, domain.Leadership) {},
-				OnLose: func(domain.Loss) {
-					for range 3 {
-						<-clk.After(drainFor / 3)
-						fenceDuringDrain = append(fenceDuringDrain, k.CheckFence() == nil)
-					}
-				},
-			})
-		}()
+		stop := runWith(t, clk, k, domain.Callbacks{
+			OnAcquire: func(context.Context, domain.Leadership) {},
+			OnLose: func(domain.Loss) {
+				for range 3 {
+					<-clk.After(drainFor / 3)
+					fenceDuringDrain = append(fenceDuringDrain, k.CheckFence() == nil)
+				}
+			},
+		})
 		advance(t, clk, 0)
 		stop()
-		settle(t, clk, time.Hour, func() bool {
-			select {
-			case <-done:
-				return true
-			default:
-				return false
-			}
-		})
 		for i, ok := range fenceDuringDrain {
 			if !ok {
 				t.Fatalf("fence failed %d/3 through a %s drain: renewals must continue while draining", i+1, drainFor)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -105,6 +107,16 @@ func TransientAfter(op string, retryAfter time.Duration, err error) error {
 		return nil
 	}
 	return &TransientError{Op: op, RetryAfter: retryAfter, Err: err}
+}
+
+// ParseRetryAfter reads a Retry-After header value given in seconds (the
+// form object stores use); anything else is zero, "no hint".
+func ParseRetryAfter(value string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(value))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
 }
 
 // IsTransient reports whether err (or anything it wraps) is a

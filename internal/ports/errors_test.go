@@ -75,3 +75,12 @@ func TestPrecondition(t *testing.T) {
 		t.Fatal("String()")
 	}
 }
+
+func TestParseRetryAfter(t *testing.T) {
+	for in, want := range map[string]time.Duration{"3": 3 * time.Second, " 10 ": 10 * time.Second, "": 0, "0": 0, "-1": 0,
+		"Wed, 21 Oct 2015 07:28:00 GMT": 0} {
+		if got := ports.ParseRetryAfter(in); got != want {
+			t.Errorf("ParseRetryAfter(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -195,7 +195,7 @@ func (s *Store) classify(parent context.Context, op string, err error, pre ports
 	case code == http.StatusNotImplemented:
 		return fmt.Errorf("%s %s: %w (the endpoint rejected generation preconditions): %w", op, s, ports.ErrConditionalWriteUnsupported, err)
 	case code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500:
-		return ports.TransientAfter(op, retryAfter(header), fmt.Errorf("%s: %w", s, err))
+		return ports.TransientAfter(op, ports.ParseRetryAfter(header.Get("Retry-After")), fmt.Errorf("%s: %w", s, err))
 	case code != 0:
 		return fmt.Errorf("%s %s: %w", op, s, err)
 	}
@@ -205,15 +205,4 @@ func (s *Store) classify(parent context.Context, op string, err error, pre ports
 		return ports.Transient(op, fmt.Errorf("%s: %v", s, err)) //nolint:errorlint // our own timeout's cancellation must not read as the caller's
 	}
 	return fmt.Errorf("%s %s: %w", op, s, err)
-}
-
-func retryAfter(h http.Header) time.Duration {
-	if h == nil {
-		return 0
-	}
-	n, err := strconv.Atoi(h.Get("Retry-After"))
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return time.Duration(n) * time.Second
 }

@@ -1,7 +1,6 @@
 package gcs_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -51,74 +50,38 @@ func isConditionalPut(r faultproxy.Request) bool {
 
 func isRead(r faultproxy.Request) bool { return r.Method == http.MethodGet }
 
-func TestFaultClassification(t *testing.T) {
-	srv := testenv.StartGCS(t)
+func harness(t *testing.T, srv *testenv.GCSServer) e2e.Harness {
 	bucket := srv.NewBucket(t)
-	cases := []struct {
-		name      string
-		rule      faultproxy.Rule
-		op        string
-		landed    bool
-		retryHint time.Duration
-	}{
-		{name: "LostAckAfterApply500", op: "put", landed: true,
-			rule: faultproxy.Rule{Action: faultproxy.ApplyThenRespond, Status: 500, Body: gcsError(500, "backendError")}},
-		{name: "LostAckConnectionReset", op: "put", landed: true,
-			rule: faultproxy.Rule{Action: faultproxy.ApplyThenReset}},
-		{name: "ServiceUnavailable503", op: "put",
-			rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 503, Body: gcsError(503, "backendError")}},
-		{name: "Throttled429RetryAfter", op: "put", retryHint: 2 * time.Second,
-			rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 429, Body: gcsError(429, "rateLimitExceeded"),
+	return e2e.Harness{
+		Endpoint: srv.URL,
+		Open: func(t *testing.T, base, name string, timeout time.Duration) ports.ObjectCAS {
+			return open(t, base, bucket, name, func(c *gcs.Config) { c.RequestTimeout = timeout })
+		},
+		LostAck:          faultproxy.Rule{Status: 500, Body: gcsError(500, "backendError")},
+		IsConditionalPut: isConditionalPut,
+		IsRead:           isRead,
+	}
+}
+
+func TestFaultClassification(t *testing.T) {
+	h := harness(t, testenv.StartGCS(t))
+	e2e.RunFaults(t, h, []e2e.FaultCase{
+		{Name: "LostAckAfterApply500", Write: true, Landed: true,
+			Rule: faultproxy.Rule{Action: faultproxy.ApplyThenRespond, Status: 500, Body: gcsError(500, "backendError")}},
+		{Name: "LostAckConnectionReset", Write: true, Landed: true,
+			Rule: faultproxy.Rule{Action: faultproxy.ApplyThenReset}},
+		{Name: "ResetMidBodyOnWrite", Write: true, Landed: true,
+			Rule: faultproxy.Rule{Action: faultproxy.ResetMidBody}},
+		{Name: "ServiceUnavailable503", Write: true,
+			Rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 503, Body: gcsError(503, "backendError")}},
+		{Name: "Throttled429RetryAfter", Write: true, RetryAfter: 2 * time.Second,
+			Rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 429, Body: gcsError(429, "rateLimitExceeded"),
 				Header: http.Header{"Retry-After": {"2"}}}},
-		{name: "Unavailable503OnRead", op: "get",
-			rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 503, Body: gcsError(503, "backendError")}},
-		{name: "ResetMidBodyOnWrite", op: "put", landed: true,
-			rule: faultproxy.Rule{Action: faultproxy.ResetMidBody}},
-		{name: "RequestTimeout", op: "get",
-			rule: faultproxy.Rule{Action: faultproxy.Delay, Delay: 3 * time.Second}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			p := faultproxy.New(t, srv.URL)
-			name := e2e.Name("fault")
-			direct := open(t, srv.URL, bucket, name)
-			v, err := direct.Put(t.Context(), []byte(`{"seed":true}`), ports.CreateOnly())
-			if err != nil {
-				t.Fatal(err)
-			}
-			rule := tc.rule
-			rule.Name, rule.Times = tc.name, 1
-			if tc.op == "put" {
-				rule.Match = func(r *http.Request) bool { return isConditionalPut(faultproxy.FromHTTP(r)) }
-			}
-			p.Add(rule)
-			s := open(t, p.URL, bucket, name, func(c *gcs.Config) { c.RequestTimeout = 500 * time.Millisecond })
-			payload := []byte(`{"written":"` + tc.name + `"}`)
-			if tc.op == "put" {
-				_, err = s.Put(t.Context(), payload, ports.IfVersion(v))
-			} else {
-				_, err = s.Get(t.Context())
-			}
-			if !ports.IsTransient(err) {
-				t.Fatalf("%s: got %v, want a transient error", tc.name, err)
-			}
-			if tc.retryHint > 0 {
-				if d, ok := ports.RetryAfter(err); !ok || d != tc.retryHint {
-					t.Fatalf("retry-after %v (%v), want %v", d, ok, tc.retryHint)
-				}
-			}
-			obj, gerr := direct.Get(t.Context())
-			if gerr != nil {
-				t.Fatal(gerr)
-			}
-			if landed := string(obj.Data) == string(payload); landed != tc.landed {
-				t.Fatalf("write landed = %v, want %v", landed, tc.landed)
-			}
-			if n := p.Count(func(r faultproxy.Request) bool { return r.Fault == tc.name }); n != 1 {
-				t.Fatalf("the fault fired %d times", n)
-			}
-		})
-	}
+		{Name: "Unavailable503OnRead",
+			Rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 503, Body: gcsError(503, "backendError")}},
+		{Name: "RequestTimeout",
+			Rule: faultproxy.Rule{Action: faultproxy.Delay, Delay: 3 * time.Second}},
+	})
 }
 
 // The storage library resumes a read cut mid-body with a ranged read pinned
@@ -175,16 +138,7 @@ func TestMissingBucketIsNotAbsentObject(t *testing.T) {
 }
 
 func TestCallerCancellationIsNotTransient(t *testing.T) {
-	srv := testenv.StartGCS(t)
-	bucket := srv.NewBucket(t)
-	p := faultproxy.New(t, srv.URL)
-	p.Add(faultproxy.Rule{Action: faultproxy.Delay, Delay: 5 * time.Second})
-	s := open(t, p.URL, bucket, "k")
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-	defer cancel()
-	if _, err := s.Get(ctx); !errors.Is(err, context.DeadlineExceeded) || ports.IsTransient(err) {
-		t.Fatalf("got %v, want the caller's deadline, not transient", err)
-	}
+	e2e.CallerCancellation(t, harness(t, testenv.StartGCS(t)))
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -206,17 +160,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestEndToEnd(t *testing.T) {
-	srv := testenv.StartGCS(t)
-	bucket := srv.NewBucket(t)
-	e2e.Run(t, e2e.Harness{
-		Endpoint: srv.URL,
-		Open: func(t *testing.T, base, name string) ports.ObjectCAS {
-			return open(t, base, bucket, name)
-		},
-		LostAck:          faultproxy.Rule{Status: 500, Body: gcsError(500, "backendError")},
-		IsConditionalPut: isConditionalPut,
-		IsRead:           isRead,
-	})
+	e2e.Run(t, harness(t, testenv.StartGCS(t)))
 }
 
 func TestHonoursStorageEmulatorHost(t *testing.T) {

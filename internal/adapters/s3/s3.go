@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -217,7 +216,7 @@ func (s *Store) classify(parent context.Context, op string, err error) error {
 		return fmt.Errorf("%s %s: %w (the endpoint rejected If-Match/If-None-Match; sf2loki cannot arbitrate leadership or protect checkpoints on it): %w",
 			op, s, ports.ErrConditionalWriteUnsupported, err)
 	case transientCodes[code] || status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500:
-		return ports.TransientAfter(op, retryAfter(header), fmt.Errorf("%s: %w", s, err))
+		return ports.TransientAfter(op, ports.ParseRetryAfter(header.Get("Retry-After")), fmt.Errorf("%s: %w", s, err))
 	case isCredentialsError(err):
 		return fmt.Errorf("%s %s: %w: no usable AWS credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, web identity or a task role): %w",
 			op, s, ports.ErrPermissionDenied, err)
@@ -240,16 +239,4 @@ func isCredentialsError(err error) bool {
 	}
 	var netErr net.Error
 	return !errors.As(err, &netErr)
-}
-
-// retryAfter parses a Retry-After header given in seconds.
-func retryAfter(h http.Header) time.Duration {
-	if h == nil {
-		return 0
-	}
-	n, err := strconv.Atoi(h.Get("Retry-After"))
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return time.Duration(n) * time.Second
 }

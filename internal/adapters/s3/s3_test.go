@@ -1,7 +1,6 @@
 package s3_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -55,74 +54,40 @@ func isRead(r faultproxy.Request) bool {
 	return r.Method == http.MethodGet || r.Method == http.MethodHead
 }
 
-func TestFaultClassification(t *testing.T) {
-	srv := testenv.StartS3(t)
+func harness(t *testing.T, srv *testenv.S3Server) e2e.Harness {
 	bucket := srv.NewBucket(t)
-	cases := []struct {
-		name      string
-		rule      faultproxy.Rule
-		op        string // get or put
-		check     func(t *testing.T, err error)
-		landed    bool // the write reached the store
-		retryHint time.Duration
-	}{
-		{name: "LostAckAfterApply500", op: "put", landed: true,
-			rule: faultproxy.Rule{Action: faultproxy.ApplyThenRespond, Status: 500, Body: s3Error("InternalError")}},
-		{name: "LostAckConnectionReset", op: "put", landed: true,
-			rule: faultproxy.Rule{Action: faultproxy.ApplyThenReset}},
-		{name: "ServiceUnavailable503", op: "put",
-			rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 503, Body: s3Error("ServiceUnavailable")}},
-		{name: "SlowDown503", op: "get",
-			rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 503, Body: s3Error("SlowDown")}},
-		{name: "Throttled429RetryAfter", op: "put", retryHint: 3 * time.Second,
-			rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 429, Body: s3Error("TooManyRequests"),
+	return e2e.Harness{
+		Endpoint: srv.Endpoint,
+		Open: func(t *testing.T, endpoint, name string, timeout time.Duration) ports.ObjectCAS {
+			return open(t, endpoint, bucket, name, func(c *s3.Config) { c.RequestTimeout = timeout })
+		},
+		LostAck:          faultproxy.Rule{Status: 500, Body: s3Error("InternalError")},
+		IsConditionalPut: isConditionalPut,
+		IsRead:           isRead,
+	}
+}
+
+func TestFaultClassification(t *testing.T) {
+	h := harness(t, testenv.StartS3(t))
+	e2e.RunFaults(t, h, []e2e.FaultCase{
+		{Name: "LostAckAfterApply500", Write: true, Landed: true,
+			Rule: faultproxy.Rule{Action: faultproxy.ApplyThenRespond, Status: 500, Body: s3Error("InternalError")}},
+		{Name: "LostAckConnectionReset", Write: true, Landed: true,
+			Rule: faultproxy.Rule{Action: faultproxy.ApplyThenReset}},
+		{Name: "ServiceUnavailable503", Write: true,
+			Rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 503, Body: s3Error("ServiceUnavailable")}},
+		{Name: "SlowDown503",
+			Rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 503, Body: s3Error("SlowDown")}},
+		{Name: "Throttled429RetryAfter", Write: true, RetryAfter: 3 * time.Second,
+			Rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 429, Body: s3Error("TooManyRequests"),
 				Header: http.Header{"Retry-After": {"3"}}}},
-		{name: "ConditionalRequestConflict409", op: "put",
-			rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 409, Body: s3Error("ConditionalRequestConflict")}},
-		{name: "ResetMidBody", op: "get",
-			rule: faultproxy.Rule{Action: faultproxy.ResetMidBody}},
-		{name: "RequestTimeout", op: "get",
-			rule: faultproxy.Rule{Action: faultproxy.Delay, Delay: 3 * time.Second}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			p := faultproxy.New(t, srv.Endpoint)
-			key := e2e.Name("fault")
-			direct := open(t, srv.Endpoint, bucket, key)
-			v, err := direct.Put(t.Context(), []byte(`{"seed":true}`), ports.CreateOnly())
-			if err != nil {
-				t.Fatal(err)
-			}
-			rule := tc.rule
-			rule.Name, rule.Times = tc.name, 1
-			p.Add(rule)
-			s := open(t, p.URL, bucket, key, func(c *s3.Config) { c.RequestTimeout = 500 * time.Millisecond })
-			payload := []byte(`{"written":"` + tc.name + `"}`)
-			if tc.op == "put" {
-				_, err = s.Put(t.Context(), payload, ports.IfVersion(v))
-			} else {
-				_, err = s.Get(t.Context())
-			}
-			if !ports.IsTransient(err) {
-				t.Fatalf("%s: got %v, want a transient error", tc.name, err)
-			}
-			if tc.retryHint > 0 {
-				if d, ok := ports.RetryAfter(err); !ok || d != tc.retryHint {
-					t.Fatalf("retry-after %v (%v), want %v", d, ok, tc.retryHint)
-				}
-			}
-			obj, gerr := direct.Get(t.Context())
-			if gerr != nil {
-				t.Fatal(gerr)
-			}
-			if landed := string(obj.Data) == string(payload); landed != tc.landed {
-				t.Fatalf("write landed = %v, want %v", landed, tc.landed)
-			}
-			if n := p.Count(func(r faultproxy.Request) bool { return r.Fault == tc.name }); n != 1 {
-				t.Fatalf("the fault fired %d times", n)
-			}
-		})
-	}
+		{Name: "ConditionalRequestConflict409", Write: true,
+			Rule: faultproxy.Rule{Action: faultproxy.Respond, Status: 409, Body: s3Error("ConditionalRequestConflict")}},
+		{Name: "ResetMidBody",
+			Rule: faultproxy.Rule{Action: faultproxy.ResetMidBody}},
+		{Name: "RequestTimeout",
+			Rule: faultproxy.Rule{Action: faultproxy.Delay, Delay: 3 * time.Second}},
+	})
 }
 
 func TestWrongCredentialsArePermissionDenied(t *testing.T) {
@@ -168,17 +133,7 @@ func TestMissingBucketIsNotAbsentObject(t *testing.T) {
 }
 
 func TestCallerCancellationIsNotTransient(t *testing.T) {
-	srv := testenv.StartS3(t)
-	bucket := srv.NewBucket(t)
-	p := faultproxy.New(t, srv.Endpoint)
-	p.Add(faultproxy.Rule{Action: faultproxy.Delay, Delay: 5 * time.Second})
-	s := open(t, p.URL, bucket, "k")
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-	defer cancel()
-	_, err := s.Get(ctx)
-	if !errors.Is(err, context.DeadlineExceeded) || ports.IsTransient(err) {
-		t.Fatalf("got %v, want the caller's deadline, not transient", err)
-	}
+	e2e.CallerCancellation(t, harness(t, testenv.StartS3(t)))
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -205,15 +160,5 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestEndToEnd(t *testing.T) {
-	srv := testenv.StartS3(t)
-	bucket := srv.NewBucket(t)
-	e2e.Run(t, e2e.Harness{
-		Endpoint: srv.Endpoint,
-		Open: func(t *testing.T, endpoint, name string) ports.ObjectCAS {
-			return open(t, endpoint, bucket, name)
-		},
-		LostAck:          faultproxy.Rule{Status: 500, Body: s3Error("InternalError")},
-		IsConditionalPut: isConditionalPut,
-		IsRead:           isRead,
-	})
+	e2e.Run(t, harness(t, testenv.StartS3(t)))
 }

@@ -27,8 +27,9 @@ type Harness struct {
 	// Endpoint is the real server's base URL.
 	Endpoint string
 	// Open returns a store for object name on the server reached through
-	// endpoint (the real server or a proxy in front of it).
-	Open func(t *testing.T, endpoint, name string) ports.ObjectCAS
+	// endpoint (the real server or a proxy in front of it), with the given
+	// request timeout (0: the adapter's default).
+	Open func(t *testing.T, endpoint, name string, timeout time.Duration) ports.ObjectCAS
 	// LostAck is the answer the proxy substitutes after the server applied a
 	// write: the backend's own 500.
 	LostAck faultproxy.Rule
@@ -160,8 +161,8 @@ func Run(t *testing.T, h Harness) {
 
 func twoKeepers(t *testing.T, h Harness) {
 	name := Name("lease")
-	a := startNode(t, h.Open(t, h.Endpoint, name), "a")
-	b := startNode(t, h.Open(t, h.Endpoint, name), "b")
+	a := startNode(t, h.Open(t, h.Endpoint, name, 0), "a")
+	b := startNode(t, h.Open(t, h.Endpoint, name, 0), "b")
 	waitLeader(t, TTL+slack, a, b)
 	// Sample for three ttl: never both, always one (after the first).
 	end := time.Now().Add(3 * TTL)
@@ -186,9 +187,9 @@ func twoKeepers(t *testing.T, h Harness) {
 
 func failover(t *testing.T, h Harness, crash bool) {
 	name := Name("lease")
-	a := startNode(t, h.Open(t, h.Endpoint, name), "a")
+	a := startNode(t, h.Open(t, h.Endpoint, name, 0), "a")
 	waitLeader(t, TTL+slack, a)
-	b := startNode(t, h.Open(t, h.Endpoint, name), "b")
+	b := startNode(t, h.Open(t, h.Endpoint, name, 0), "b")
 	time.Sleep(2 * Renew) // b has observed a's renewals
 	if b.leads() {
 		t.Fatal("standby leads while the leader is healthy")
@@ -227,7 +228,7 @@ func lostAcks(t *testing.T, h Harness) {
 		}
 	})
 	name := Name("state")
-	c, err := domain.NewCheckpointCommitter(h.Open(t, p.URL, name), clock.New(), domain.CommitterConfig{
+	c, err := domain.NewCheckpointCommitter(h.Open(t, p.URL, name, 0), clock.New(), domain.CommitterConfig{
 		Observer: obs, Retry: domain.RetryPolicy{BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +239,7 @@ func lostAcks(t *testing.T, h Harness) {
 			t.Fatalf("commit %d: %v", i, err)
 		}
 	}
-	fresh, err := domain.NewCheckpointCommitter(h.Open(t, h.Endpoint, name), clock.New(), domain.CommitterConfig{})
+	fresh, err := domain.NewCheckpointCommitter(h.Open(t, h.Endpoint, name, 0), clock.New(), domain.CommitterConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,12 +314,12 @@ func accounting(t *testing.T, h Harness) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-	leader := run(h.Open(t, pa.URL, name), "leader")
+	leader := run(h.Open(t, pa.URL, name, 0), "leader")
 	settle(renew, fence) // acquired: renewal and fence timers
 	if leader.CheckFence() != nil {
 		t.Fatal("the first keeper did not acquire")
 	}
-	run(h.Open(t, pb.URL, name), "standby")
+	run(h.Open(t, pb.URL, name, 0), "standby")
 	settle(renew, renew, fence) // the standby has read once and waits to poll
 	pa.Reset()
 	pb.Reset()
