@@ -54,6 +54,12 @@ var (
 	// fix the configuration.
 	ErrBucketNotFound = errors.New("bucket not found")
 
+	// ErrAlreadyRunning means another process holds the lifetime lock of a
+	// resource that only one process may use at a time (a state file used
+	// without a coordinator). Not transient: stop the other process or give
+	// this one its own resource.
+	ErrAlreadyRunning = errors.New("another process holds the lock")
+
 	// ErrInvalidPrecondition is returned for a precondition that makes no sense
 	// for the operation: Delete with CreateOnly, or IfVersion with an empty
 	// Version. It is a programming error, never a backend answer.

@@ -190,7 +190,9 @@ func failover(t *testing.T, h Harness, crash bool) {
 	a := startNode(t, h.Open(t, h.Endpoint, name, 0), "a")
 	waitLeader(t, TTL+slack, a)
 	b := startNode(t, h.Open(t, h.Endpoint, name, 0), "b")
-	time.Sleep(2 * Renew) // b has observed a's renewals
+	// b has observed a's renewals; stop half an interval off b's poll phase
+	// so a release does not happen to land just before a poll.
+	time.Sleep(2*Renew + Renew/2)
 	if b.leads() {
 		t.Fatal("standby leads while the leader is healthy")
 	}
