@@ -13,6 +13,10 @@ LDFLAGS   := -s -w -X $(PKG)/internal/app.version=$(VERSION) -X $(PKG)/internal/
 # Pinned tool versions. `make tools` installs each into .bin/ once.
 GOLANGCI_LINT_VERSION := v2.15.0
 VERSITYGW_VERSION     := v1.8.0
+# etcd and kube-apiserver are built from the pinned tool modules in tools/
+# (their go.mod files hold the versions; these name the stamps).
+ETCD_VERSION          := v3.7.3
+KUBE_APISERVER_VERSION := v1.37.2
 
 export PATH := $(BIN):$(PATH)
 
@@ -60,7 +64,18 @@ $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION):
 
 # Test servers. GCS needs none: the tests run fake-gcs-server in process.
 .PHONY: test-tools
-test-tools: $(BIN)/.versitygw-$(VERSITYGW_VERSION)
+test-tools: $(BIN)/.versitygw-$(VERSITYGW_VERSION) $(BIN)/.etcd-$(ETCD_VERSION) $(BIN)/.kube-apiserver-$(KUBE_APISERVER_VERSION)
+
+$(BIN)/.etcd-$(ETCD_VERSION):
+	mkdir -p $(BIN)
+	cd tools/etcdbin && $(GO) build -ldflags '-s -w' -o $(BIN)/etcd go.etcd.io/etcd/server/v3
+	touch $@
+
+$(BIN)/.kube-apiserver-$(KUBE_APISERVER_VERSION):
+	mkdir -p $(BIN)
+	cd tools/k8sbins && $(GO) build -ldflags '-s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_APISERVER_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37' \
+		-o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	touch $@
 
 $(BIN)/.versitygw-$(VERSITYGW_VERSION):
 	mkdir -p $(BIN)

@@ -27,12 +27,38 @@ const Writers = 16
 // suite instead of hanging it.
 const callTimeout = 30 * time.Second
 
+// DefaultMaxSize is the object size every store must round-trip unless it
+// declares a smaller limit with WithMaxSize.
+const DefaultMaxSize = 1 << 20
+
+// Option adjusts the contract for a store's documented limits.
+type Option func(*suite)
+
+type suite struct{ maxSize int }
+
+// WithMaxSize declares that the store holds objects of at most n bytes (a
+// Kubernetes Lease keeps its document in an annotation). The suite then
+// round-trips an n-byte payload and requires a larger one to be refused with
+// a non-transient error that leaves the object unchanged.
+func WithMaxSize(n int) Option { return func(s *suite) { s.maxSize = n } }
+
 // RunObjectCAS runs the ObjectCAS contract suite against the store that
 // factory makes. Every adapter's tests call it against the adapter's real
 // server, and MemoryCAS's tests call it too.
-func RunObjectCAS(t *testing.T, factory Factory) {
+func RunObjectCAS(t *testing.T, factory Factory, opts ...Option) {
 	t.Helper()
-	for _, tc := range contractCases {
+	s := suite{maxSize: DefaultMaxSize}
+	for _, o := range opts {
+		o(&s)
+	}
+	cases := append([]contractCase(nil), contractCases...)
+	cases = append(cases, contractCase{fmt.Sprintf("RoundTrip%dBytes", s.maxSize), func(t *testing.T, o Opener) {
+		testRoundTrip(t, o, bigPayload(s.maxSize-2)) // the round trip appends two bytes
+	}})
+	if s.maxSize < DefaultMaxSize {
+		cases = append(cases, contractCase{"OversizeRefused", func(t *testing.T, o Opener) { testOversize(t, o, s.maxSize) }})
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			open := factory(t)
 			tc.run(t, open)
@@ -40,10 +66,12 @@ func RunObjectCAS(t *testing.T, factory Factory) {
 	}
 }
 
-var contractCases = []struct {
+type contractCase struct {
 	name string
 	run  func(t *testing.T, open Opener)
-}{
+}
+
+var contractCases = []contractCase{
 	{"GetAbsentIsNotFound", testGetAbsent},
 	{"StringNamesTheObject", testString},
 	{"CreateOnlyOnAbsentSucceeds", testCreateOnlyAbsent},
@@ -60,7 +88,6 @@ var contractCases = []struct {
 	{"ConcurrentIfVersionOneWinner", testConcurrentIfVersion},
 	{"RoundTripEmpty", func(t *testing.T, o Opener) { testRoundTrip(t, o, []byte{}) }},
 	{"RoundTripBinary", func(t *testing.T, o Opener) { testRoundTrip(t, o, binaryPayload()) }},
-	{"RoundTrip1MiB", func(t *testing.T, o Opener) { testRoundTrip(t, o, bigPayload(1<<20)) }},
 	{"CancelledContextReturnsPromptly", testCancelled},
 }
 
@@ -307,6 +334,16 @@ func testRoundTrip(t *testing.T, open Opener, data []byte) {
 	data2 := append(bytes.Clone(data), 0x00, 0xff)
 	v2 := mustPut(t, open(t), data2, ports.IfVersion(v))
 	expectStored(t, s, data2, v2)
+}
+
+func testOversize(t *testing.T, open Opener, limit int) {
+	s := open(t)
+	v := mustPut(t, s, []byte("small"), ports.CreateOnly())
+	_, err := s.Put(ctxT(t), bigPayload(limit+1), ports.IfVersion(v))
+	if err == nil || ports.IsTransient(err) {
+		t.Fatalf("a %d-byte write to a store limited to %d bytes: got %v, want a non-transient error", limit+1, limit, err)
+	}
+	expectStored(t, s, []byte("small"), v)
 }
 
 func testCancelled(t *testing.T, open Opener) {

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -91,9 +92,10 @@ type Proxy struct {
 	// URL is the proxy's base URL.
 	URL string
 
-	target *url.URL
-	rp     *httputil.ReverseProxy
-	srv    *httptest.Server
+	target    *url.URL
+	rp        *httputil.ReverseProxy
+	transport http.RoundTripper
+	srv       *httptest.Server
 
 	mu       sync.Mutex
 	rules    []*Rule
@@ -107,7 +109,19 @@ func New(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{target: u, rp: httputil.NewSingleHostReverseProxy(u)}
+	p := &Proxy{target: u, transport: http.DefaultTransport}
+	p.rp = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(u)
+		if u.Scheme != "https" {
+			// Keep the client's Host header: signed requests (SigV4) cover it.
+			r.Out.Host = r.In.Host
+		}
+	}}
+	if u.Scheme == "https" {
+		// Test servers (the Kubernetes API server) use self-signed certificates.
+		p.transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // test servers only
+		p.rp.Transport = p.transport
+	}
 	// Record a pass-through before its answer reaches the client, so a test
 	// that has seen the answer also sees the record.
 	p.rp.ModifyResponse = func(resp *http.Response) error {
@@ -283,7 +297,10 @@ func (p *Proxy) forward(r *http.Request) (*forwardedResponse, error) {
 	out.URL.Scheme, out.URL.Host = p.target.Scheme, p.target.Host
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
-	resp, err := http.DefaultTransport.RoundTrip(out)
+	if p.target.Scheme == "https" {
+		out.Host = p.target.Host
+	}
+	resp, err := p.transport.RoundTrip(out)
 	if err != nil {
 		return nil, err
 	}

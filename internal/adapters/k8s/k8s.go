@@ -1,0 +1,303 @@
+// Package k8s is the ports.ObjectCAS adapter for one coordination.k8s.io/v1
+// Lease. The Version is the Lease's resourceVersion. The document is kept in
+// an annotation, and when it is a lease record its fields are mirrored into
+// the Lease's spec (holderIdentity, leaseTransitions = epoch,
+// leaseDurationSeconds, renewTime, acquireTime) so that
+// `kubectl get lease -o yaml` tells the truth.
+//
+// Imports: internal/ports, internal/domain (the lease record) and client-go.
+package k8s
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+	"unicode/utf8"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// Annotations that hold the document: as text when it is valid UTF-8,
+// base64 otherwise.
+const (
+	AnnotationDocument       = "sf2loki.io/document"
+	AnnotationDocumentBase64 = "sf2loki.io/document-base64"
+)
+
+// MaxDocumentSize is the largest document a Lease holds: annotations are
+// limited to 256 KiB in total, and a binary document is stored as base64.
+const MaxDocumentSize = 128 << 10
+
+// DefaultRequestTimeout bounds each request unless Config says otherwise.
+const DefaultRequestTimeout = 5 * time.Second
+
+// Config names one Lease and how to reach the API server.
+type Config struct {
+	// Namespace and Name name the Lease (both required).
+	Namespace string
+	Name      string
+	// Kubeconfig is a kubeconfig file; empty uses the in-cluster service
+	// account.
+	Kubeconfig string
+	// REST overrides Kubeconfig and in-cluster configuration when non-nil.
+	REST *rest.Config
+	// RequestTimeout bounds each request (default DefaultRequestTimeout).
+	RequestTimeout time.Duration
+}
+
+// Store is one Lease with compare-and-swap.
+type Store struct {
+	client    rest.Interface
+	namespace string
+	name      string
+	timeout   time.Duration
+}
+
+var _ ports.ObjectCAS = (*Store)(nil)
+
+// New validates cfg and returns the store. It makes no request.
+func New(cfg Config) (*Store, error) {
+	if cfg.Namespace == "" || cfg.Name == "" {
+		return nil, fmt.Errorf("k8s: namespace and name are required (got %q/%q)", cfg.Namespace, cfg.Name)
+	}
+	rc := cfg.REST
+	if rc == nil {
+		var err error
+		if cfg.Kubeconfig != "" {
+			rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+		} else {
+			rc, err = rest.InClusterConfig()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("k8s: load configuration for lease %s/%s (set kubeconfig, or run in a pod with a service account): %w",
+				cfg.Namespace, cfg.Name, err)
+		}
+	}
+	rc = rest.CopyConfig(rc)
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("k8s: client for lease %s/%s: %w", cfg.Namespace, cfg.Name, err)
+	}
+	timeout := cfg.RequestTimeout
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	return &Store{client: cs.CoordinationV1().RESTClient(), namespace: cfg.Namespace, name: cfg.Name, timeout: timeout}, nil
+}
+
+// String implements ports.ObjectCAS.
+func (s *Store) String() string { return "k8s://" + s.namespace + "/" + s.name }
+
+// Get implements ports.ObjectCAS. A Lease without our annotation (created by
+// someone else, or edited by someone else since) reads as a lease record
+// built from its spec; one with no holder, renew time or duration reads as
+// unheld, so it can be claimed.
+func (s *Store) Get(ctx context.Context) (ports.Object, error) {
+	var lease coordinationv1.Lease
+	err := s.client.Get().Namespace(s.namespace).Resource("leases").Name(s.name).
+		MaxRetries(0).Timeout(s.timeout).Do(ctx).Into(&lease)
+	if err != nil {
+		return ports.Object{}, s.classify(ctx, "get", err, ports.Precondition{})
+	}
+	data, err := document(&lease)
+	if err != nil {
+		return ports.Object{}, fmt.Errorf("get %s: %w", s, err)
+	}
+	return ports.Object{Data: data, Version: ports.Version(lease.ResourceVersion)}, nil
+}
+
+// document returns the document a Lease holds.
+func document(l *coordinationv1.Lease) ([]byte, error) {
+	var data []byte
+	if b64, ok := l.Annotations[AnnotationDocumentBase64]; ok {
+		d, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s is not base64: %w", AnnotationDocumentBase64, err)
+		}
+		data = d
+	} else if text, ok := l.Annotations[AnnotationDocument]; ok {
+		data = []byte(text)
+	} else {
+		return fromSpec(l), nil
+	}
+	// A lease record must agree with the spec it was mirrored into; if
+	// someone else changed the holder since, the spec is the truth.
+	if rec, err := domain.DecodeLeaseRecord(data); err == nil && rec.Holder != holderOf(l) {
+		return fromSpec(l), nil
+	}
+	return data, nil
+}
+
+func holderOf(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// fromSpec builds a lease record from a Lease's spec.
+func fromSpec(l *coordinationv1.Lease) []byte {
+	rec := domain.LeaseRecord{}
+	if l.Spec.LeaseTransitions != nil && *l.Spec.LeaseTransitions > 0 {
+		rec.Epoch = uint64(*l.Spec.LeaseTransitions)
+	}
+	if holder := holderOf(l); holder != "" && l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
+		rec.Holder = holder
+		rec.Instance = "k8s:" + holder
+		rec.TTL = (time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second).String()
+		rec.RenewedAt = l.Spec.RenewTime.Time
+	}
+	return rec.Encode()
+}
+
+// Put implements ports.ObjectCAS: create-only is a Create; if-version is a
+// merge patch carrying the resourceVersion, so the API server rejects a
+// stale version and labels and annotations set by others survive.
+func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (ports.Version, error) {
+	if err := pre.Validate(false); err != nil {
+		return "", err
+	}
+	if len(data) > MaxDocumentSize {
+		return "", fmt.Errorf("put %s: the document is %d bytes; a Lease holds at most %d", s, len(data), MaxDocumentSize)
+	}
+	annotations, spec := encode(data)
+	var out coordinationv1.Lease
+	var err error
+	if v, ok := pre.Version(); ok {
+		patch := map[string]any{
+			"metadata": map[string]any{"resourceVersion": string(v), "annotations": annotations},
+			"spec":     spec,
+		}
+		body, merr := json.Marshal(patch)
+		if merr != nil {
+			return "", fmt.Errorf("put %s: %w", s, merr)
+		}
+		err = s.client.Patch(types.MergePatchType).Namespace(s.namespace).Resource("leases").Name(s.name).
+			Body(body).MaxRetries(0).Timeout(s.timeout).Do(ctx).Into(&out)
+	} else {
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace, Annotations: map[string]string{}}}
+		for k, v := range annotations {
+			if v != nil {
+				lease.Annotations[k] = *v
+			}
+		}
+		applySpec(&lease.Spec, data)
+		err = s.client.Post().Namespace(s.namespace).Resource("leases").
+			Body(lease).MaxRetries(0).Timeout(s.timeout).Do(ctx).Into(&out)
+	}
+	if err != nil {
+		return "", s.classify(ctx, "put", err, pre)
+	}
+	return ports.Version(out.ResourceVersion), nil
+}
+
+// encode returns the annotation values (nil removes a key in a merge
+// patch) and the spec patch for data.
+func encode(data []byte) (map[string]*string, map[string]any) {
+	ann := map[string]*string{AnnotationDocument: nil, AnnotationDocumentBase64: nil}
+	if utf8.Valid(data) {
+		text := string(data)
+		ann[AnnotationDocument] = &text
+	} else {
+		b64 := base64.StdEncoding.EncodeToString(data)
+		ann[AnnotationDocumentBase64] = &b64
+	}
+	var spec coordinationv1.LeaseSpec
+	applySpec(&spec, data)
+	patch := map[string]any{
+		"holderIdentity": spec.HolderIdentity, "leaseTransitions": spec.LeaseTransitions,
+		"leaseDurationSeconds": spec.LeaseDurationSeconds, "renewTime": spec.RenewTime, "acquireTime": spec.AcquireTime,
+	}
+	return ann, patch
+}
+
+// applySpec mirrors a lease record into spec; other documents leave it
+// empty.
+func applySpec(spec *coordinationv1.LeaseSpec, data []byte) {
+	rec, err := domain.DecodeLeaseRecord(data)
+	if err != nil {
+		return
+	}
+	if rec.Holder != "" {
+		h := rec.Holder
+		spec.HolderIdentity = &h
+	}
+	epoch := int32(min(rec.Epoch, 1<<31-1))
+	spec.LeaseTransitions = &epoch
+	if d, err := time.ParseDuration(rec.TTL); err == nil && d > 0 {
+		secs := int32(max(1, (d+time.Second-1)/time.Second))
+		spec.LeaseDurationSeconds = &secs
+	}
+	if !rec.RenewedAt.IsZero() {
+		spec.RenewTime = &metav1.MicroTime{Time: rec.RenewedAt}
+	}
+	if !rec.AcquiredAt.IsZero() {
+		spec.AcquireTime = &metav1.MicroTime{Time: rec.AcquiredAt}
+	}
+}
+
+// Delete implements ports.ObjectCAS with a resourceVersion precondition.
+func (s *Store) Delete(ctx context.Context, pre ports.Precondition) error {
+	if err := pre.Validate(true); err != nil {
+		return err
+	}
+	v, _ := pre.Version()
+	rv := string(v)
+	err := s.client.Delete().Namespace(s.namespace).Resource("leases").Name(s.name).
+		Body(&metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}).
+		MaxRetries(0).Timeout(s.timeout).Do(ctx).Error()
+	if err != nil {
+		return s.classify(ctx, "delete", err, pre)
+	}
+	return nil
+}
+
+// classify translates an API error into the ports' vocabulary.
+func (s *Store) classify(parent context.Context, op string, err error, pre ports.Precondition) error {
+	wrap := func(sentinel error) error { return fmt.Errorf("%s %s: %w: %w", op, s, sentinel, err) }
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("%s %s: %w", op, s, perr)
+	}
+	var status apierrors.APIStatus
+	isStatus := errors.As(err, &status)
+	switch {
+	case apierrors.IsNotFound(err) && isStatus && status.Status().Details != nil && status.Status().Details.Kind == "namespaces":
+		return fmt.Errorf("%s %s: %w: namespace %q does not exist: %w", op, s, ports.ErrBucketNotFound, s.namespace, err)
+	case apierrors.IsNotFound(err):
+		return wrap(ports.ErrNotFound)
+	case apierrors.IsAlreadyExists(err) && pre.IsCreateOnly():
+		return wrap(ports.ErrPreconditionFailed)
+	case apierrors.IsConflict(err):
+		return wrap(ports.ErrPreconditionFailed)
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return fmt.Errorf("%s %s: %w: grant get, create, patch and delete on leases in namespace %q: %w",
+			op, s, ports.ErrPermissionDenied, s.namespace, err)
+	case apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err):
+		delay, _ := apierrors.SuggestsClientDelay(err)
+		return ports.TransientAfter(op, time.Duration(delay)*time.Second, fmt.Errorf("%s: %w", s, err))
+	case isStatus && status.Status().Code >= 500:
+		return ports.Transient(op, fmt.Errorf("%s: %w", s, err))
+	case isStatus:
+		return fmt.Errorf("%s %s: %w", op, s, err)
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || apierrors.IsUnexpectedObjectError(err) {
+		return ports.Transient(op, fmt.Errorf("%s: %w", s, err))
+	}
+	// Transport-level failures without an API status (resets, EOFs).
+	return ports.Transient(op, fmt.Errorf("%s: %w", s, err))
+}
