@@ -42,10 +42,14 @@ cover: ## Coverage of the core packages
 lint: lint-tools ## go vet + golangci-lint (layering and clock rules included)
 	$(GO) vet ./...
 	$(BIN)/golangci-lint run ./...
+	@# wire_gen.go must be what wire generates from wire.go (wire diff exits 1 otherwise).
+	cd internal/app && $(GO) run -mod=mod github.com/google/wire/cmd/wire diff .
 
 .PHONY: generate
-generate: ## Regenerate generated files
-	$(GO) generate ./...
+generate: ## Regenerate wire_gen.go, the example configuration and the configuration reference
+	cd internal/app && $(GO) run -mod=mod github.com/google/wire/cmd/wire gen .
+	$(GO) run ./cmd/sf2loki config example > configs/sf2loki.example.yaml
+	$(GO) run ./cmd/sf2loki config reference > docs/config-reference.md
 
 .PHONY: bench
 bench: ## Benchmarks

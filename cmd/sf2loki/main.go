@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -13,6 +14,11 @@ import (
 func main() {
 	if err := app.NewRootCommand().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "sf2loki:", err)
-		os.Exit(1)
+		code := 1
+		var exit *app.ExitError
+		if errors.As(err, &exit) {
+			code = exit.Code
+		}
+		os.Exit(code)
 	}
 }

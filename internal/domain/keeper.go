@@ -104,6 +104,9 @@ type Status struct {
 	// further renewal.
 	FenceDeadline time.Time
 	Version       ports.Version
+	// Decided is true once the keeper has completed its first step: it
+	// knows whether it leads.
+	Decided bool
 }
 
 // Leadership describes a won lease, passed to Callbacks.OnAcquire.
@@ -165,6 +168,7 @@ type LeaseKeeper struct {
 	seenVer    ports.Version // standby: the Version being observed
 	seenAt     time.Time     // standby: when seenVer was first seen
 	maxEpoch   uint64        // highest epoch seen in any lease record
+	decided    bool          // a step has completed
 }
 
 // NewLeaseKeeper validates cfg and returns a keeper in standby.
@@ -222,7 +226,7 @@ func (k *LeaseKeeper) Instance() string { return k.cfg.Instance }
 func (k *LeaseKeeper) Status() Status {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	s := Status{Role: k.role, Holder: k.cfg.Holder, Instance: k.cfg.Instance, Lease: k.cas.String()}
+	s := Status{Role: k.role, Holder: k.cfg.Holder, Instance: k.cfg.Instance, Lease: k.cas.String(), Decided: k.decided}
 	if k.role == RoleLeader {
 		s.Epoch, s.LastRenewal, s.FenceDeadline, s.Version = k.record.Epoch, k.lastSentAt, k.deadline, k.version
 	}
@@ -279,10 +283,16 @@ func (k *LeaseKeeper) Step(ctx context.Context) StepResult {
 	k.mu.Lock()
 	role := k.role
 	k.mu.Unlock()
+	var res StepResult
 	if role == RoleLeader {
-		return k.renew(ctx)
+		res = k.renew(ctx)
+	} else {
+		res = k.observeAndClaim(ctx)
 	}
-	return k.observeAndClaim(ctx)
+	k.mu.Lock()
+	k.decided = true
+	k.mu.Unlock()
+	return res
 }
 
 // claimDecision is what a standby decided from one observation.

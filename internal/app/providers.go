@@ -1,0 +1,217 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/google/wire"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/clock"
+	"github.com/sf2loki/sf2loki/internal/adapters/file"
+	"github.com/sf2loki/sf2loki/internal/adapters/gcs"
+	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
+	"github.com/sf2loki/sf2loki/internal/adapters/s3"
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// Overrides swaps parts of the graph; tests use it to build the same graph
+// over in-memory stores and a fake clock. Nil fields use the real parts.
+type Overrides struct {
+	Clock      ports.Clock
+	LeaseStore ports.ObjectCAS
+	StateStore ports.ObjectCAS
+	Workload   Workload
+	Logger     *slog.Logger
+	Telemetry  TelemetryOptions
+}
+
+// LeaseStore is the object that holds the lease (distinct type for wire).
+type LeaseStore struct{ ports.ObjectCAS }
+
+// StateStore is the object that holds the checkpoint document.
+type StateStore struct{ ports.ObjectCAS }
+
+// Fence is what the committer checks before every write: the lease keeper's
+// CheckFence, or nil for a single instance.
+type Fence func() error
+
+// Coordinator is what the daemon needs of a leadership coordinator.
+type Coordinator interface {
+	Run(ctx context.Context, cb domain.Callbacks) error
+	CheckFence() error
+	Status() domain.Status
+}
+
+func provideClock(o Overrides) ports.Clock {
+	if o.Clock != nil {
+		return o.Clock
+	}
+	return clock.New()
+}
+
+func provideLogger(cfg *config.Config, o Overrides) *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return NewLogger(os.Stderr, cfg.Service.LogLevel, cfg.Service.LogFormat)
+}
+
+func provideTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, o Overrides) (*Telemetry, func(), error) {
+	return NewTelemetry(ctx, cfg, log, o.Telemetry)
+}
+
+// provideStateStore builds the checkpoint store chosen by state.store.
+func provideStateStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (StateStore, func(), error) {
+	if o.StateStore != nil {
+		return StateStore{t.instrument("test", o.StateStore)}, func() {}, nil
+	}
+	var (
+		s   ports.ObjectCAS
+		err error
+	)
+	switch cfg.State.Store {
+	case config.StoreFile:
+		s, err = file.New(file.Config{Path: cfg.State.File.Path})
+	case config.StoreS3:
+		s, err = newS3(ctx, cfg.State.S3)
+	case config.StoreGCS:
+		s, err = newGCS(ctx, cfg.State.GCS)
+	default:
+		err = fmt.Errorf("state.store %q is not one of file, s3, gcs", cfg.State.Store)
+	}
+	if err != nil {
+		return StateStore{}, nil, fmt.Errorf("state store: %w", err)
+	}
+	return StateStore{t.instrument(cfg.State.Store, s)}, closer(s), nil
+}
+
+// closer returns a cleanup that closes s if it holds a client.
+func closer(s ports.ObjectCAS) func() {
+	return func() {
+		if c, ok := s.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+}
+
+func newS3(ctx context.Context, o config.S3Object) (ports.ObjectCAS, error) {
+	return s3.New(ctx, s3.Config{Bucket: o.Bucket, Key: o.Key, Region: o.Region, EndpointURL: o.EndpointURL})
+}
+
+func newGCS(ctx context.Context, o config.GCSObject) (ports.ObjectCAS, error) {
+	return gcs.New(ctx, gcs.Config{Bucket: o.Bucket, ObjectName: o.ObjectName, ServiceFile: o.ServiceFile})
+}
+
+// leaseStore wraps a real lease store, unless a test supplied one.
+func leaseStore(o Overrides, t *Telemetry, backend string, build func() (ports.ObjectCAS, error)) (LeaseStore, func(), error) {
+	if o.LeaseStore != nil {
+		return LeaseStore{t.instrument("test", o.LeaseStore)}, func() {}, nil
+	}
+	s, err := build()
+	if err != nil {
+		return LeaseStore{}, nil, fmt.Errorf("lease store: %w", err)
+	}
+	return LeaseStore{t.instrument(backend, s)}, closer(s), nil
+}
+
+func provideFileLeaseStore(cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
+	return leaseStore(o, t, "file", func() (ports.ObjectCAS, error) {
+		return file.New(file.Config{Path: cfg.Coordinate.FileLease.Path})
+	})
+}
+
+func provideS3LeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
+	return leaseStore(o, t, "s3", func() (ports.ObjectCAS, error) { return newS3(ctx, cfg.Coordinate.S3Lease.S3Object) })
+}
+
+func provideGCSLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
+	return leaseStore(o, t, "gcs", func() (ports.ObjectCAS, error) { return newGCS(ctx, cfg.Coordinate.GCSLease.GCSObject) })
+}
+
+func provideK8sLeaseStore(cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
+	return leaseStore(o, t, "k8s", func() (ports.ObjectCAS, error) {
+		l := cfg.Coordinate.K8sLease
+		return k8s.New(k8s.Config{Namespace: l.Namespace, Name: l.Name, Kubeconfig: l.Kubeconfig})
+	})
+}
+
+// leaseConfig maps the selected lease section onto the keeper's config.
+func leaseConfig(cfg *config.Config) domain.LeaseConfig {
+	c := cfg.Coordinate
+	var t config.LeaseTiming
+	switch c.Type {
+	case config.CoordinateFileLease:
+		t = c.FileLease.LeaseTiming
+	case config.CoordinateS3Lease:
+		t = c.S3Lease.LeaseTiming
+	case config.CoordinateGCSLease:
+		t = c.GCSLease.LeaseTiming
+	case config.CoordinateK8sLease:
+		t = config.LeaseTiming{TTL: c.K8sLease.LeaseDuration, RenewInterval: c.K8sLease.RenewInterval, HolderID: c.K8sLease.Identity}
+		if t.HolderID == "" {
+			t.HolderID = os.Getenv("HOSTNAME")
+		}
+	}
+	return domain.LeaseConfig{Holder: HolderID(t.HolderID), TTL: t.TTL, RenewInterval: t.RenewInterval}
+}
+
+// HolderID returns configured, or hostname-pid when it is blank.
+func HolderID(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "sf2loki"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// provideKeeper builds the lease keeper. Its epoch floor is the checkpoint
+// document's stored epoch, read fresh before every acquisition.
+func provideKeeper(cfg *config.Config, lease LeaseStore, state StateStore, clk ports.Clock, t *Telemetry, log *slog.Logger) (*domain.LeaseKeeper, error) {
+	lc := leaseConfig(cfg)
+	lc.Observer, lc.Logger = t, log
+	floor, err := domain.NewCheckpointCommitter(state, clk, domain.CommitterConfig{})
+	if err != nil {
+		return nil, err
+	}
+	lc.EpochFloor = floor.StoredEpoch
+	return domain.NewLeaseKeeper(lease, clk, lc)
+}
+
+func keeperCoordinator(k *domain.LeaseKeeper) Coordinator { return k }
+
+// keeperFence is the only way a fence enters the graph: the keeper's.
+func keeperFence(k *domain.LeaseKeeper) Fence { return k.CheckFence }
+
+func provideSoleLeader() Coordinator {
+	return domain.NewSoleLeader(HolderID(""))
+}
+
+// noFence: a single instance has nobody to be fenced by.
+func noFence() Fence { return nil }
+
+func provideCommitter(state StateStore, clk ports.Clock, fence Fence, t *Telemetry, log *slog.Logger) (*domain.CheckpointCommitter, error) {
+	return domain.NewCheckpointCommitter(state, clk, domain.CommitterConfig{Fence: fence, Observer: t, Logger: log})
+}
+
+func provideWorkload(o Overrides) Workload {
+	if o.Workload != nil {
+		return o.Workload
+	}
+	return idle{}
+}
+
+// Provider sets used by the injectors in wire.go (built with the
+// wireinject tag, hence invisible to the unused check).
+var commonSet = wire.NewSet( //nolint:unused // used by wire.go
+	provideClock, provideLogger, provideTelemetry, provideStateStore, provideCommitter, provideWorkload, newDaemon)
+
+var keeperSet = wire.NewSet( //nolint:unused // used by wire.go
+	provideKeeper, keeperCoordinator, keeperFence)

@@ -1,0 +1,267 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	promexporter "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// Telemetry turns the core's events into metrics (served as Prometheus text
+// on /metrics), trace spans (exported over OTLP/HTTP when configured) and
+// log lines. It implements domain.Observer.
+type Telemetry struct {
+	log      *slog.Logger
+	registry *prometheus.Registry
+	tracer   trace.Tracer
+
+	leader       atomic.Int64
+	epoch        atomic.Int64
+	transitions  metric.Int64Counter
+	renewFails   metric.Int64Counter
+	commits      metric.Int64Counter
+	commitTime   metric.Float64Histogram
+	requests     metric.Int64Counter
+	counterMu    sync.Mutex
+	counterTotal map[string]int64 // for /statusz
+}
+
+// TelemetryOptions lets tests capture spans.
+type TelemetryOptions struct {
+	// SpanExporter, if set, receives spans (tests use an in-memory one).
+	SpanExporter sdktrace.SpanExporter
+}
+
+// NewTelemetry builds the meter and tracer providers. The returned cleanup
+// flushes and stops them.
+func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opts TelemetryOptions) (*Telemetry, func(), error) {
+	reg := prometheus.NewRegistry()
+	exp, err := promexporter.New(promexporter.WithRegisterer(reg), promexporter.WithoutScopeInfo(), promexporter.WithoutTargetInfo())
+	if err != nil {
+		return nil, nil, fmt.Errorf("metrics exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	res := resource.NewSchemaless(semconv.ServiceName(cfg.Telemetry.ServiceName))
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if opts.SpanExporter != nil {
+		tpOpts = append(tpOpts, sdktrace.WithSyncer(opts.SpanExporter))
+	}
+	if cfg.Telemetry.OTLPEndpoint != "" {
+		otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(cfg.Telemetry.OTLPEndpoint),
+			otlptracehttp.WithHeaders(cfg.Telemetry.Headers))
+		if err != nil {
+			return nil, nil, fmt.Errorf("telemetry.otlp_endpoint %q: %w", cfg.Telemetry.OTLPEndpoint, err)
+		}
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(otlp))
+	}
+	tp := sdktrace.NewTracerProvider(tpOpts...)
+	t := &Telemetry{log: log, registry: reg, tracer: tp.Tracer("sf2loki"), counterTotal: map[string]int64{}}
+	meter := mp.Meter("sf2loki")
+	if err := t.instruments(meter); err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+		_ = mp.Shutdown(sctx)
+	}
+	return t, cleanup, nil
+}
+
+func (t *Telemetry) instruments(m metric.Meter) error {
+	var errs []error
+	gauge := func(name, desc string, v *atomic.Int64) {
+		_, err := m.Int64ObservableGauge(name, metric.WithDescription(desc),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				o.Observe(v.Load())
+				return nil
+			}))
+		errs = append(errs, err)
+	}
+	gauge("sf2loki_leader", "1 while this replica leads, 0 on a standby.", &t.leader)
+	gauge("sf2loki_lease_epoch", "The epoch of the current leadership (0 on a standby).", &t.epoch)
+	var err error
+	t.transitions, err = m.Int64Counter("sf2loki_lease_transitions", metric.WithDescription("Lease transitions by kind."))
+	errs = append(errs, err)
+	t.renewFails, err = m.Int64Counter("sf2loki_lease_renew_failures", metric.WithDescription("Renewal rounds that failed without losing the lease."))
+	errs = append(errs, err)
+	t.commits, err = m.Int64Counter("sf2loki_checkpoint_commits", metric.WithDescription("Checkpoint writes by outcome: ok, conflict, fenced, recovered, error."))
+	errs = append(errs, err)
+	t.commitTime, err = m.Float64Histogram("sf2loki_checkpoint_commit_duration", metric.WithUnit("s"),
+		metric.WithDescription("Time to write a checkpoint, retries included."))
+	errs = append(errs, err)
+	t.requests, err = m.Int64Counter("sf2loki_objectstore_requests", metric.WithDescription("Requests to the lease and checkpoint stores by backend, operation and outcome."))
+	errs = append(errs, err)
+	return errors.Join(errs...)
+}
+
+// MetricsHandler serves the Prometheus text exposition.
+func (t *Telemetry) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+}
+
+// Counters returns event counts for /statusz.
+func (t *Telemetry) Counters() map[string]int64 {
+	t.counterMu.Lock()
+	defer t.counterMu.Unlock()
+	out := make(map[string]int64, len(t.counterTotal))
+	for k, v := range t.counterTotal {
+		out[k] = v
+	}
+	return out
+}
+
+// SetLeader records the role for the sf2loki_leader gauge.
+func (t *Telemetry) SetLeader(leading bool, epoch uint64) {
+	if leading {
+		t.leader.Store(1)
+		t.epoch.Store(int64(epoch))
+		return
+	}
+	t.leader.Store(0)
+	t.epoch.Store(0)
+}
+
+var leaseSpans = map[domain.EventKind]bool{
+	domain.EventAcquired: true, domain.EventRenewedAfterFailure: true, domain.EventLost: true,
+	domain.EventFenced: true, domain.EventReleased: true, domain.EventRecoveredLostAck: true,
+}
+
+// Observe implements domain.Observer.
+func (t *Telemetry) Observe(e domain.Event) {
+	ctx := context.Background()
+	t.counterMu.Lock()
+	t.counterTotal[string(e.Kind)]++
+	t.counterMu.Unlock()
+	attrs := []attribute.KeyValue{
+		attribute.String("holder", e.Holder), attribute.String("instance", e.Instance),
+		attribute.Int64("epoch", int64(e.Epoch)), attribute.String("backend", e.Backend),
+		attribute.String("reason", e.Reason),
+	}
+	switch e.Kind {
+	case domain.EventAcquired, domain.EventRenewed, domain.EventRenewedAfterFailure, domain.EventLost,
+		domain.EventFenced, domain.EventReleased, domain.EventLostRace:
+		t.transitions.Add(ctx, 1, metric.WithAttributes(attribute.String("transition", string(e.Kind))))
+	case domain.EventRenewFailed:
+		t.renewFails.Add(ctx, 1)
+	case domain.EventCommitted, domain.EventClaimed:
+		t.commit(ctx, "ok", e)
+	case domain.EventConflict:
+		t.commit(ctx, "conflict", e)
+	case domain.EventCommitFenced:
+		t.commit(ctx, "fenced", e)
+	case domain.EventCommitFailed:
+		t.commit(ctx, "error", e)
+	}
+	if e.Kind == domain.EventRecoveredLostAck {
+		if e.Holder == "" { // from the committer
+			t.commits.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "recovered")))
+		} else {
+			t.transitions.Add(ctx, 1, metric.WithAttributes(attribute.String("transition", string(e.Kind))))
+		}
+	}
+	if leaseSpans[e.Kind] {
+		_, span := t.tracer.Start(ctx, "lease."+string(e.Kind), trace.WithTimestamp(e.At), trace.WithAttributes(attrs...))
+		if e.Err != nil {
+			span.RecordError(e.Err)
+			span.SetStatus(codes.Error, e.Err.Error())
+		}
+		span.End(trace.WithTimestamp(e.At.Add(e.Duration)))
+	}
+	t.logEvent(e)
+}
+
+func (t *Telemetry) commit(ctx context.Context, outcome string, e domain.Event) {
+	t.commits.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+	t.commitTime.Record(ctx, e.Duration.Seconds())
+}
+
+func (t *Telemetry) logEvent(e domain.Event) {
+	level := slog.LevelInfo
+	switch e.Kind {
+	case domain.EventRenewed, domain.EventCommitted:
+		level = slog.LevelDebug
+	case domain.EventRenewFailed, domain.EventLost, domain.EventFenced, domain.EventRecoveredLostAck,
+		domain.EventConflict, domain.EventCommitFenced, domain.EventCommitFailed:
+		level = slog.LevelWarn
+	}
+	args := []any{"event", string(e.Kind), "epoch", e.Epoch, "backend", e.Backend, "reason", e.Reason}
+	if e.Holder != "" {
+		args = append(args, "holder", e.Holder, "instance", e.Instance)
+	}
+	if e.Attempts > 0 {
+		args = append(args, "attempts", e.Attempts)
+	}
+	if e.Err != nil {
+		args = append(args, "error", e.Err.Error())
+	}
+	t.log.Log(context.Background(), level, "sf2loki "+string(e.Kind), args...)
+}
+
+// instrumented counts every request to a store.
+type instrumented struct {
+	ports.ObjectCAS
+	backend string
+	t       *Telemetry
+}
+
+func (t *Telemetry) instrument(backend string, s ports.ObjectCAS) ports.ObjectCAS {
+	return &instrumented{ObjectCAS: s, backend: backend, t: t}
+}
+
+func (i *instrumented) count(op string, err error) {
+	outcome := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, ports.ErrNotFound):
+		outcome = "not_found"
+	case errors.Is(err, ports.ErrPreconditionFailed):
+		outcome = "precondition_failed"
+	case ports.IsTransient(err):
+		outcome = "transient"
+	default:
+		outcome = "error"
+	}
+	i.t.requests.Add(context.Background(), 1, metric.WithAttributes(attribute.String("backend", i.backend),
+		attribute.String("op", op), attribute.String("outcome", outcome)))
+}
+
+func (i *instrumented) Get(ctx context.Context) (ports.Object, error) {
+	o, err := i.ObjectCAS.Get(ctx)
+	i.count("get", err)
+	return o, err
+}
+
+func (i *instrumented) Put(ctx context.Context, d []byte, p ports.Precondition) (ports.Version, error) {
+	v, err := i.ObjectCAS.Put(ctx, d, p)
+	i.count("put", err)
+	return v, err
+}
+
+func (i *instrumented) Delete(ctx context.Context, p ports.Precondition) error {
+	err := i.ObjectCAS.Delete(ctx, p)
+	i.count("delete", err)
+	return err
+}

@@ -1,0 +1,116 @@
+package config
+
+import "time"
+
+// Config is the whole daemon's configuration. Field tags drive loading
+// (yaml, mapstructure), the generated example and reference (doc, default,
+// enum) and strictness (every key not declared here is an error).
+type Config struct {
+	Coordinate Coordinate `yaml:"coordinate" mapstructure:"coordinate" doc:"Leadership: how replicas agree on one leader. Exactly one replica ingests; standbys take over when it dies."`
+	State      State      `yaml:"state" mapstructure:"state" doc:"Where the checkpoint document lives. It is shared by all replicas and written only by the leader, fenced by its epoch."`
+	Service    Service    `yaml:"service" mapstructure:"service" doc:"The process: health and metrics endpoint, shutdown, logging."`
+	Telemetry  Telemetry  `yaml:"telemetry" mapstructure:"telemetry" doc:"Traces over OTLP/HTTP. Metrics are always served on service.health_addr /metrics."`
+}
+
+// Coordinate types.
+const (
+	CoordinateNoop      = "noop"
+	CoordinateFileLease = "file_lease"
+	CoordinateK8sLease  = "k8s_lease"
+	CoordinateS3Lease   = "s3_lease"
+	CoordinateGCSLease  = "gcs_lease"
+)
+
+// Coordinate selects and configures the leadership coordinator.
+type Coordinate struct {
+	Type      string    `yaml:"type" mapstructure:"type" default:"noop" enum:"noop,file_lease,k8s_lease,s3_lease,gcs_lease" doc:"noop: a single instance, no coordination. file_lease: a lease file on storage all replicas share (NFSv4, EFS). k8s_lease: a coordination.k8s.io/v1 Lease. s3_lease / gcs_lease: an object in S3 (or an S3-compatible store with conditional writes) or GCS, for stateless platforms (ECS Fargate, Cloud Run)."`
+	FileLease FileLease `yaml:"file_lease" mapstructure:"file_lease" doc:"Used when type is file_lease."`
+	K8sLease  K8sLease  `yaml:"k8s_lease" mapstructure:"k8s_lease" doc:"Used when type is k8s_lease. RBAC: get, create, patch and delete on leases in the namespace."`
+	S3Lease   S3Lease   `yaml:"s3_lease" mapstructure:"s3_lease" doc:"Used when type is s3_lease. Credentials come from the AWS default chain."`
+	GCSLease  GCSLease  `yaml:"gcs_lease" mapstructure:"gcs_lease" doc:"Used when type is gcs_lease."`
+}
+
+// LeaseTiming is shared by the lease sections.
+type LeaseTiming struct {
+	TTL           time.Duration `yaml:"ttl" mapstructure:"ttl" default:"30s" doc:"How long a standby must see the lease unchanged, on its own clock, before taking over."`
+	RenewInterval time.Duration `yaml:"renew_interval" mapstructure:"renew_interval" default:"10s" doc:"How often the leader renews and a standby polls. Must be below ttl/2."`
+	HolderID      string        `yaml:"holder_id" mapstructure:"holder_id" default:"" doc:"This replica's name in the lease; blank uses hostname-pid. Must be unique per replica."`
+}
+
+// FileLease is a lease file on shared storage.
+type FileLease struct {
+	Path        string `yaml:"path" mapstructure:"path" default:"/var/lib/sf2loki/leader.lease" doc:"The lease file, on storage every replica mounts."`
+	LeaseTiming `yaml:",inline" mapstructure:",squash"`
+}
+
+// K8sLease is a Kubernetes Lease object.
+type K8sLease struct {
+	Namespace     string        `yaml:"namespace" mapstructure:"namespace" default:"default" doc:"The Lease's namespace."`
+	Name          string        `yaml:"name" mapstructure:"name" default:"sf2loki-leader" doc:"The Lease's name."`
+	Identity      string        `yaml:"identity" mapstructure:"identity" default:"" doc:"This replica's name in the Lease; blank uses $HOSTNAME (the pod name), else hostname-pid."`
+	LeaseDuration time.Duration `yaml:"lease_duration" mapstructure:"lease_duration" default:"30s" doc:"How long a standby must see the Lease unchanged before taking over (the ttl)."`
+	RenewInterval time.Duration `yaml:"renew_interval" mapstructure:"renew_interval" default:"10s" doc:"How often the leader renews and a standby polls. Must be below lease_duration/2."`
+	Kubeconfig    string        `yaml:"kubeconfig" mapstructure:"kubeconfig" default:"" doc:"A kubeconfig file; blank uses the in-cluster service account."`
+}
+
+// S3Lease is a lease object in S3.
+type S3Lease struct {
+	S3Object    `yaml:",inline" mapstructure:",squash"`
+	LeaseTiming `yaml:",inline" mapstructure:",squash"`
+}
+
+// GCSLease is a lease object in GCS.
+type GCSLease struct {
+	GCSObject   `yaml:",inline" mapstructure:",squash"`
+	LeaseTiming `yaml:",inline" mapstructure:",squash"`
+}
+
+// S3Object names an object in S3.
+type S3Object struct {
+	Bucket      string `yaml:"bucket" mapstructure:"bucket" default:"" doc:"The bucket (required)."`
+	Key         string `yaml:"key" mapstructure:"key" default:"sf2loki/leader.lease" doc:"The object key."`
+	Region      string `yaml:"region" mapstructure:"region" default:"" doc:"The bucket's region; blank uses AWS_REGION or the shared config."`
+	EndpointURL string `yaml:"endpoint_url" mapstructure:"endpoint_url" default:"" doc:"An S3-compatible endpoint, e.g. http://minio:9000 (path-style addressing). It must implement If-Match and If-None-Match; run sf2loki doctor to check."`
+}
+
+// GCSObject names an object in GCS.
+type GCSObject struct {
+	Bucket      string `yaml:"bucket" mapstructure:"bucket" default:"" doc:"The bucket (required)."`
+	ObjectName  string `yaml:"object_name" mapstructure:"object_name" default:"sf2loki/leader.lease" doc:"The object name."`
+	ServiceFile string `yaml:"service_file" mapstructure:"service_file" default:"" doc:"A service-account key file; blank uses Application Default Credentials. STORAGE_EMULATOR_HOST is honoured."`
+}
+
+// State stores.
+const (
+	StoreFile = "file"
+	StoreS3   = "s3"
+	StoreGCS  = "gcs"
+)
+
+// State selects and configures the checkpoint store.
+type State struct {
+	Store string    `yaml:"store" mapstructure:"store" default:"file" enum:"file,s3,gcs" doc:"file: a JSON file (shared storage for file_lease). s3 / gcs: an object, for every other coordinator."`
+	File  StateFile `yaml:"file" mapstructure:"file" doc:"Used when store is file."`
+	S3    S3Object  `yaml:"s3" mapstructure:"s3" doc:"Used when store is s3." defaults:"key=sf2loki/state.json"`
+	GCS   GCSObject `yaml:"gcs" mapstructure:"gcs" doc:"Used when store is gcs." defaults:"object_name=sf2loki/state.json"`
+}
+
+// StateFile is a checkpoint file.
+type StateFile struct {
+	Path string `yaml:"path" mapstructure:"path" default:"/var/lib/sf2loki/state.json" doc:"The checkpoint file."`
+}
+
+// Service configures the process.
+type Service struct {
+	HealthAddr    string        `yaml:"health_addr" mapstructure:"health_addr" default:":8080" doc:"Listen address for /healthz, /readyz, /metrics and /statusz."`
+	ShutdownGrace time.Duration `yaml:"shutdown_grace" mapstructure:"shutdown_grace" default:"25s" doc:"How long a graceful stop may take to drain and commit before the lease is released anyway."`
+	LogLevel      string        `yaml:"log_level" mapstructure:"log_level" default:"info" enum:"debug,info,warn,error" doc:"Minimum log level."`
+	LogFormat     string        `yaml:"log_format" mapstructure:"log_format" default:"json" enum:"json,text" doc:"Log format."`
+}
+
+// Telemetry configures trace export.
+type Telemetry struct {
+	OTLPEndpoint string            `yaml:"otlp_endpoint" mapstructure:"otlp_endpoint" default:"" doc:"OTLP/HTTP endpoint for traces, e.g. http://otel-collector:4318; blank disables trace export."`
+	Headers      map[string]string `yaml:"headers" mapstructure:"headers" default:"" doc:"Extra HTTP headers for the OTLP exporter (e.g. authentication). Values are never logged."`
+	ServiceName  string            `yaml:"service_name" mapstructure:"service_name" default:"sf2loki" doc:"The service.name resource attribute."`
+}

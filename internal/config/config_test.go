@@ -1,0 +1,168 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
+)
+
+func write(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "sf2loki.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// problems loads yaml and returns the problem lines (failing if it loads).
+func problems(t *testing.T, yaml string) string {
+	t.Helper()
+	_, _, err := config.Load(write(t, yaml))
+	var ce *config.Error
+	if !errors.As(err, &ce) || !errors.Is(err, domain.ErrInvalidConfig) {
+		t.Fatalf("loaded a bad configuration: %v", err)
+	}
+	return err.Error()
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, warnings, err := config.Load("")
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("defaults: %v %v", err, warnings)
+	}
+	if cfg.Coordinate.Type != "noop" || cfg.State.Store != "file" || cfg.State.File.Path != "/var/lib/sf2loki/state.json" ||
+		cfg.Coordinate.FileLease.TTL != 30*time.Second || cfg.Coordinate.FileLease.RenewInterval != 10*time.Second ||
+		cfg.State.S3.Key != "sf2loki/state.json" || cfg.Coordinate.S3Lease.Key != "sf2loki/leader.lease" ||
+		cfg.Coordinate.K8sLease.Name != "sf2loki-leader" || cfg.Service.HealthAddr != ":8080" ||
+		cfg.Service.ShutdownGrace != 25*time.Second || cfg.Service.LogFormat != "json" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	if d := config.Defaults(); d.Coordinate.GCSLease.TTL != 30*time.Second || d.State.GCS.ObjectName != "sf2loki/state.json" {
+		t.Fatalf("Defaults(): %+v", d)
+	}
+}
+
+func TestEnvironmentBeatsFileAndInterpolation(t *testing.T) {
+	t.Setenv("SF2LOKI_COORDINATE__S3_LEASE__BUCKET", "from-env")
+	t.Setenv("LEASE_KEY", "leases/a.json")
+	cfg, _, err := config.Load(write(t, `
+coordinate:
+  type: s3_lease
+  s3_lease:
+    bucket: from-file
+    key: ${LEASE_KEY}
+    ttl: 1h30m
+    renew_interval: 45s
+state:
+  store: s3
+  s3: {bucket: state-bucket}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Coordinate.S3Lease
+	if l.Bucket != "from-env" || l.Key != "leases/a.json" || l.TTL != 90*time.Minute || l.RenewInterval != 45*time.Second {
+		t.Fatalf("%+v", l)
+	}
+}
+
+func TestUnknownKeysAndAllProblemsTogether(t *testing.T) {
+	t.Setenv("SF2LOKI_STATE__S3__BUKET", "x")
+	msg := problems(t, `
+coordinate:
+  type: s3_lease
+  s3_lease:
+    bukcet: x
+    renew_interval: 20s
+state:
+  store: s3
+servce: {}
+`)
+	for _, want := range []string{
+		"coordinate.s3_lease.bukcet: unknown key; did you mean coordinate.s3_lease.bucket?",
+		"servce: unknown key",
+		"state.s3.buket: environment variable SF2LOKI_STATE__S3__BUKET names an unknown key; did you mean state.s3.bucket?",
+		"coordinate.s3_lease.bucket: required when coordinate.type is s3_lease",
+		"coordinate.s3_lease.renew_interval: must be below ttl/2 (15s), got 20s",
+		"state.s3.bucket: required when state.store is s3",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
+		}
+	}
+}
+
+func TestValidation(t *testing.T) {
+	cases := map[string]struct{ yaml, want string }{
+		"undefined variable": {`service: {log_level: "${SF2LOKI_TEST_UNSET_VAR}"}`, "service.log_level: ${SF2LOKI_TEST_UNSET_VAR} is not set"},
+		"bad duration":       {`coordinate: {file_lease: {ttl: 5x}}`, "coordinate.file_lease.ttl"},
+		"bad enum":           {`coordinate: {type: zookeeper}`, `coordinate.type: "zookeeper" is not one of`},
+		"gcs lease bucket":   {`coordinate: {type: gcs_lease}`, "coordinate.gcs_lease.bucket: required when coordinate.type is gcs_lease"},
+		"gcs state bucket":   {`state: {store: gcs}`, "state.gcs.bucket: required when state.store is gcs"},
+		"zero ttl":           {`coordinate: {type: file_lease, file_lease: {ttl: 0s}}`, "coordinate.file_lease.ttl: must be > 0"},
+		"zero renew":         {`coordinate: {type: file_lease, file_lease: {renew_interval: 0s}}`, "coordinate.file_lease.renew_interval: must be > 0"},
+		"renew >= ttl/2":     {`coordinate: {type: k8s_lease, k8s_lease: {lease_duration: 10s, renew_interval: 8s}}`, "must be below lease_duration/2"},
+		"k8s whole seconds":  {`coordinate: {type: k8s_lease, k8s_lease: {lease_duration: 30500ms, renew_interval: 10s}}`, "whole seconds"},
+		"gcs renew >= 1s": {`{coordinate: {type: gcs_lease, gcs_lease: {bucket: b, ttl: 1s, renew_interval: 400ms}}, state: {store: gcs, gcs: {bucket: b}}}`,
+			"coordinate.gcs_lease.renew_interval: must be at least 1s"},
+		"same s3 object": {`{coordinate: {type: s3_lease, s3_lease: {bucket: b, key: k}}, state: {store: s3, s3: {bucket: b, key: k}}}`,
+			"coordinate.s3_lease.key: the lease and the checkpoint document are the same object (s3://b/k)"},
+		"same gcs object": {`{coordinate: {type: gcs_lease, gcs_lease: {bucket: b, object_name: o}}, state: {store: gcs, gcs: {bucket: b, object_name: o}}}`,
+			"the lease and the checkpoint document are the same object (gs://b/o)"},
+		"same file": {`{coordinate: {type: file_lease, file_lease: {path: /x/a.json}}, state: {file: {path: /x/./a.json}}}`,
+			"coordinate.file_lease.path: the lease and the checkpoint document are the same object"},
+		"not a mapping":  {`- a`, "the top level must be a mapping"},
+		"section scalar": {`coordinate: 5`, "coordinate: must be a mapping"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if msg := problems(t, tc.yaml); !strings.Contains(msg, tc.want) {
+				t.Fatalf("want %q in:\n%s", tc.want, msg)
+			}
+		})
+	}
+}
+
+func TestRiskyPairingWarns(t *testing.T) {
+	_, warnings, err := config.Load(write(t, `coordinate: {type: k8s_lease}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "k8s_lease with state.store file") {
+		t.Fatalf("warnings %v", warnings)
+	}
+}
+
+// TestGeneratedArtefactsAreCurrent fails when the committed example or
+// reference differs from the generator's output: run make generate.
+func TestGeneratedArtefactsAreCurrent(t *testing.T) {
+	for file, want := range map[string]string{
+		"../../configs/sf2loki.example.yaml": config.Example(),
+		"../../docs/config-reference.md":     config.Reference(),
+	} {
+		got, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("%s is stale: run make generate", file)
+		}
+	}
+	// The example loads as it is.
+	if _, _, err := config.Load("../../configs/sf2loki.example.yaml"); err != nil {
+		t.Fatalf("the example configuration does not load: %v", err)
+	}
+	// Every key is documented.
+	for _, f := range config.Schema() {
+		if f.Doc == "" {
+			t.Errorf("%s has no doc string", f.Path)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"time"
+)
+
+// Validate checks the configuration and returns warnings about risky but
+// valid choices and every problem found.
+func (c *Config) Validate() (warnings []string, problems []Problem) {
+	add := func(path, format string, args ...any) {
+		problems = append(problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	// Enumerations.
+	v := reflect.ValueOf(c).Elem()
+	for _, f := range Schema() {
+		if len(f.Enum) > 0 {
+			if val := v.FieldByIndex(f.index).String(); !slices.Contains(f.Enum, val) {
+				add(f.Path, "%q is not one of %v", val, f.Enum)
+			}
+		}
+	}
+	ct := c.Coordinate.Type
+	requiredFor := func(path, value, what string) {
+		if value == "" {
+			add(path, "required when %s", what)
+		}
+	}
+	timing := func(section string, ttl, renew time.Duration, ttlName string) {
+		if ttl <= 0 {
+			add(section+"."+ttlName, "must be > 0, got %s", ttl)
+		}
+		if renew <= 0 {
+			add(section+".renew_interval", "must be > 0, got %s", renew)
+		} else if ttl > 0 && renew >= ttl/2 {
+			add(section+".renew_interval", "must be below %s/2 (%s), got %s: a single missed renewal must not cost leadership",
+				ttlName, ttl/2, renew)
+		}
+	}
+	switch ct {
+	case CoordinateFileLease:
+		l := c.Coordinate.FileLease
+		requiredFor("coordinate.file_lease.path", l.Path, "coordinate.type is file_lease")
+		timing("coordinate.file_lease", l.TTL, l.RenewInterval, "ttl")
+	case CoordinateK8sLease:
+		l := c.Coordinate.K8sLease
+		requiredFor("coordinate.k8s_lease.namespace", l.Namespace, "coordinate.type is k8s_lease")
+		requiredFor("coordinate.k8s_lease.name", l.Name, "coordinate.type is k8s_lease")
+		timing("coordinate.k8s_lease", l.LeaseDuration, l.RenewInterval, "lease_duration")
+		if l.LeaseDuration > 0 && l.LeaseDuration%time.Second != 0 {
+			add("coordinate.k8s_lease.lease_duration", "must be whole seconds (a Lease stores leaseDurationSeconds), got %s", l.LeaseDuration)
+		}
+	case CoordinateS3Lease:
+		l := c.Coordinate.S3Lease
+		requiredFor("coordinate.s3_lease.bucket", l.Bucket, "coordinate.type is s3_lease")
+		requiredFor("coordinate.s3_lease.key", l.Key, "coordinate.type is s3_lease")
+		timing("coordinate.s3_lease", l.TTL, l.RenewInterval, "ttl")
+	case CoordinateGCSLease:
+		l := c.Coordinate.GCSLease
+		requiredFor("coordinate.gcs_lease.bucket", l.Bucket, "coordinate.type is gcs_lease")
+		requiredFor("coordinate.gcs_lease.object_name", l.ObjectName, "coordinate.type is gcs_lease")
+		timing("coordinate.gcs_lease", l.TTL, l.RenewInterval, "ttl")
+		if l.RenewInterval > 0 && l.RenewInterval < time.Second {
+			add("coordinate.gcs_lease.renew_interval", "must be at least 1s: GCS allows about one write per second to one object, got %s", l.RenewInterval)
+		}
+	}
+	switch c.State.Store {
+	case StoreFile:
+		requiredFor("state.file.path", c.State.File.Path, "state.store is file")
+	case StoreS3:
+		requiredFor("state.s3.bucket", c.State.S3.Bucket, "state.store is s3")
+		requiredFor("state.s3.key", c.State.S3.Key, "state.store is s3")
+	case StoreGCS:
+		requiredFor("state.gcs.bucket", c.State.GCS.Bucket, "state.store is gcs")
+		requiredFor("state.gcs.object_name", c.State.GCS.ObjectName, "state.store is gcs")
+	}
+	if path, same := c.leaseIsCheckpoint(); same {
+		add(path, "the lease and the checkpoint document are the same object (%s); they must be separate objects, each with its own version", c.leaseURI())
+	}
+	if c.Service.ShutdownGrace <= 0 {
+		add("service.shutdown_grace", "must be > 0, got %s", c.Service.ShutdownGrace)
+	}
+	if c.Service.HealthAddr == "" {
+		add("service.health_addr", "required")
+	}
+	// Risky pairings.
+	if ct != CoordinateNoop && ct != CoordinateFileLease && c.State.Store == StoreFile {
+		warnings = append(warnings, fmt.Sprintf("coordinate.type %s with state.store file: every replica must mount the same state file on shared storage, "+
+			"or a new leader starts from its own stale checkpoints; use state.store s3 or gcs", ct))
+	}
+	return warnings, problems
+}
+
+// leaseIsCheckpoint reports whether the lease object is the checkpoint
+// object, and the key to blame.
+func (c *Config) leaseIsCheckpoint() (string, bool) {
+	switch {
+	case c.Coordinate.Type == CoordinateS3Lease && c.State.Store == StoreS3:
+		l, s := c.Coordinate.S3Lease, c.State.S3
+		return "coordinate.s3_lease.key", l.Bucket == s.Bucket && l.Key == s.Key && l.EndpointURL == s.EndpointURL
+	case c.Coordinate.Type == CoordinateGCSLease && c.State.Store == StoreGCS:
+		l, s := c.Coordinate.GCSLease, c.State.GCS
+		return "coordinate.gcs_lease.object_name", l.Bucket == s.Bucket && l.ObjectName == s.ObjectName
+	case c.Coordinate.Type == CoordinateFileLease && c.State.Store == StoreFile:
+		return "coordinate.file_lease.path", filepath.Clean(c.Coordinate.FileLease.Path) == filepath.Clean(c.State.File.Path)
+	}
+	return "", false
+}
+
+func (c *Config) leaseURI() string {
+	switch c.Coordinate.Type {
+	case CoordinateS3Lease:
+		return "s3://" + c.Coordinate.S3Lease.Bucket + "/" + c.Coordinate.S3Lease.Key
+	case CoordinateGCSLease:
+		return "gs://" + c.Coordinate.GCSLease.Bucket + "/" + c.Coordinate.GCSLease.ObjectName
+	case CoordinateFileLease:
+		return "file://" + c.Coordinate.FileLease.Path
+	}
+	return ""
+}
