@@ -1,0 +1,286 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+)
+
+var allTypes = []string{config.CoordinateNoop, config.CoordinateFileLease, config.CoordinateK8sLease,
+	config.CoordinateS3Lease, config.CoordinateGCSLease}
+
+// testConfig returns a valid configuration for coordinate type ct with
+// short timings.
+func testConfig(ct string) *config.Config {
+	c := config.Defaults()
+	c.Coordinate.Type = ct
+	c.Coordinate.S3Lease.Bucket, c.Coordinate.GCSLease.Bucket = "b", "b"
+	c.State.Store = config.StoreS3
+	c.State.S3.Bucket = "b"
+	c.Service.HealthAddr = "127.0.0.1:0"
+	c.Service.ShutdownGrace = 2 * time.Second
+	for _, t := range []*config.LeaseTiming{&c.Coordinate.FileLease.LeaseTiming, &c.Coordinate.S3Lease.LeaseTiming, &c.Coordinate.GCSLease.LeaseTiming} {
+		t.TTL, t.RenewInterval, t.HolderID = 3*time.Second, 500*time.Millisecond, "test-holder"
+	}
+	c.Coordinate.K8sLease.LeaseDuration, c.Coordinate.K8sLease.RenewInterval, c.Coordinate.K8sLease.Identity = 3*time.Second, 500*time.Millisecond, "test-holder"
+	return c
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestGraphWiresTheKeepersFenceIntoTheCommitter builds every coordinator's
+// graph over in-memory stores: the committer refuses to write until the
+// keeper leads (noop: no fence at all).
+func TestGraphWiresTheKeepersFenceIntoTheCommitter(t *testing.T) {
+	for _, ct := range allTypes {
+		t.Run(ct, func(t *testing.T) {
+			lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
+			d, cleanup, err := Build(t.Context(), testConfig(ct), Overrides{LeaseStore: lease, StateStore: state,
+				Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cleanup()
+			err = d.Committer().Commit(t.Context(), "k", "v")
+			if ct == config.CoordinateNoop {
+				if err != nil {
+					t.Fatalf("noop has no fence, but the commit failed: %v", err)
+				}
+				if _, ok := d.Coordinator().(*domain.SoleLeader); !ok {
+					t.Fatalf("noop coordinator is %T", d.Coordinator())
+				}
+				return
+			}
+			if !errors.Is(err, domain.ErrFenced) || state.Calls(porttest.OpPut) != 0 {
+				t.Fatalf("commit before leading: %v (%d writes); want ErrFenced and no write", err, state.Calls(porttest.OpPut))
+			}
+			k, ok := d.Coordinator().(*domain.LeaseKeeper)
+			if !ok {
+				t.Fatalf("%s coordinator is %T", ct, d.Coordinator())
+			}
+			if res := k.Step(t.Context()); res.Transition != domain.TransitionAcquired {
+				t.Fatalf("acquire: %+v", res)
+			}
+			if err := d.Committer().Commit(t.Context(), "k", "v"); err != nil {
+				t.Fatalf("commit while leading: %v", err)
+			}
+			if lease.Calls(porttest.OpPut) != 1 {
+				t.Fatalf("the keeper did not use the lease store (%d puts)", lease.Calls(porttest.OpPut))
+			}
+		})
+	}
+}
+
+// counter is a test workload: it commits increasing positions of one key,
+// and on stop makes one final commit with the drain context.
+type counter struct {
+	every time.Duration
+	mu    sync.Mutex
+	errs  []error
+	final []error
+	runs  int
+}
+
+func (c *counter) Run(ctx context.Context, lead Lead) error {
+	c.mu.Lock()
+	c.runs++
+	c.mu.Unlock()
+	doc, err := lead.Committer.Load(ctx)
+	if err != nil {
+		return err
+	}
+	pos, _ := strconv.Atoi(doc["pos"])
+	for {
+		select {
+		case <-ctx.Done():
+			err := lead.Committer.Commit(lead.Drain, "final", fmt.Sprint(pos))
+			c.mu.Lock()
+			c.final = append(c.final, err)
+			c.mu.Unlock()
+			return nil
+		case <-time.After(c.every):
+		}
+		pos++
+		if err := lead.Committer.Commit(ctx, "pos", fmt.Sprintf("%06d", pos)); err != nil {
+			c.mu.Lock()
+			c.errs = append(c.errs, err)
+			c.mu.Unlock()
+			if errors.Is(err, domain.ErrConflict) || errors.Is(err, domain.ErrFenced) {
+				return err
+			}
+		}
+	}
+}
+
+func (c *counter) snapshot() (runs int, errs, final []error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs, append([]error(nil), c.errs...), append([]error(nil), c.final...)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func storedDoc(t *testing.T, m *porttest.MemoryCAS) map[string]string {
+	t.Helper()
+	obj, ok := m.Peek()
+	if !ok {
+		return nil
+	}
+	var doc map[string]string
+	if err := json.Unmarshal(obj.Data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// TestLifecycle: acquire → claim → work → a conflict demotes in place and
+// the work resumes → graceful stop drains with a valid fence, commits, then
+// releases the lease.
+func TestLifecycle(t *testing.T) {
+	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
+	work := &counter{every: 20 * time.Millisecond}
+	spans := tracetest.NewInMemoryExporter()
+	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
+		Workload: work, Logger: quiet(), Telemetry: TelemetryOptions{SpanExporter: spans}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+
+	eventually(t, "the claim and some commits", func() bool {
+		doc := storedDoc(t, state)
+		return doc[domain.FenceEpochKey] == "1" && doc["pos"] >= "000003"
+	})
+	// Another writer changes the document: the next commit conflicts, the
+	// work is demoted in place, reloads and resumes.
+	doc := storedDoc(t, state)
+	doc["pos"] = "000100"
+	b, _ := json.Marshal(doc)
+	state.Store(b)
+	eventually(t, "the work to resume after the conflict", func() bool {
+		runs, _, _ := work.snapshot()
+		return runs >= 2 && storedDoc(t, state)["pos"] > "000100"
+	})
+	if _, errs, _ := work.snapshot(); len(errs) == 0 || !errors.Is(errs[0], domain.ErrConflict) {
+		t.Fatalf("commit errors %v, want a conflict", errs)
+	}
+
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after a graceful stop: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after the stop")
+	}
+	if _, _, final := work.snapshot(); len(final) != 1 || final[0] != nil {
+		t.Fatalf("final commit during the drain: %v, want it to succeed under a valid fence", final)
+	}
+	if storedDoc(t, state)["final"] == "" {
+		t.Fatal("the final commit is not in the document")
+	}
+	rec, err := domain.DecodeLeaseRecord(func() []byte { o, _ := lease.Peek(); return o.Data }())
+	if err != nil || rec.Holder != "" || rec.Epoch != 1 {
+		t.Fatalf("lease after stop: %+v %v; want released at epoch 1", rec, err)
+	}
+	var names []string
+	for _, s := range spans.GetSpans() {
+		names = append(names, s.Name)
+		attrs := map[string]string{}
+		for _, a := range s.Attributes {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		if attrs["holder"] != "test-holder" || attrs["epoch"] != "1" || attrs["backend"] != "mem://lease" || attrs["reason"] == "" {
+			t.Errorf("span %s attributes %v", s.Name, attrs)
+		}
+	}
+	if got := strings.Join(names, ","); got != "lease.acquired,lease.lost,lease.released" {
+		t.Fatalf("spans %s, want lease.acquired,lease.lost,lease.released", got)
+	}
+}
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	b, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, string(b)
+}
+
+func TestHealthEndpoints(t *testing.T) {
+	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
+	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
+		Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	h := d.Handler()
+	if code, body := get(t, h, "/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz %d %q", code, body)
+	}
+	if code, body := get(t, h, "/readyz"); code != 503 || body != "starting\n" {
+		t.Fatalf("/readyz before the first decision: %d %q", code, body)
+	}
+	k := d.Coordinator().(*domain.LeaseKeeper)
+	// Someone else holds the lease: standby.
+	lease.Store(domain.LeaseRecord{Holder: "other", Instance: "o", Epoch: 4}.Encode())
+	k.Step(t.Context())
+	if code, body := get(t, h, "/readyz"); code != 503 || body != "standby\n" {
+		t.Fatalf("/readyz on a standby: %d %q", code, body)
+	}
+	if _, body := get(t, h, "/metrics"); !strings.Contains(body, "sf2loki_leader 0") {
+		t.Fatalf("/metrics on a standby lacks sf2loki_leader 0:\n%s", body)
+	}
+	lease.Remove()
+	res := k.Step(t.Context())
+	d.onAcquire(t.Context(), domain.Leadership{Epoch: res.Epoch})
+	if code, body := get(t, h, "/readyz"); code != 200 || body != "leader\n" {
+		t.Fatalf("/readyz on the leader: %d %q", code, body)
+	}
+	_, metrics := get(t, h, "/metrics")
+	for _, want := range []string{"sf2loki_leader 1", "sf2loki_lease_epoch 5", `sf2loki_lease_transitions_total{transition="acquired"} 1`,
+		`sf2loki_objectstore_requests_total{backend="test",op="get",outcome="ok"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	code, body := get(t, h, "/statusz")
+	var st StatusReport
+	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
+		t.Fatalf("/statusz %d %v", code, err)
+	}
+	if st.Role != "leader" || st.Epoch != 5 || st.Holder != "test-holder" || st.Lease != "mem://lease" || st.State != "mem://state" ||
+		st.LastRenewal == nil || st.FenceDeadline == nil || st.Counters["acquired"] != 1 {
+		t.Fatalf("/statusz %+v", st)
+	}
+}
