@@ -217,7 +217,7 @@ func TestLifecycle(t *testing.T) {
 		names = append(names, s.Name)
 		attrs := map[string]string{}
 		for _, a := range s.Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		if attrs["holder"] != "test-holder" || attrs["epoch"] != "1" || attrs["backend"] != "mem://lease" || attrs["reason"] == "" {
 			t.Errorf("span %s attributes %v", s.Name, attrs)
