@@ -564,6 +564,9 @@ func (k *LeaseKeeper) Run(ctx context.Context, cb Callbacks) error {
 		var res StepResult
 		if step {
 			res = k.Step(ctx)
+			if res.Err != nil && res.Role == RoleStandby && res.Transition == TransitionNone && ctx.Err() == nil {
+				k.log.Warn("standby step failed; retrying at the next poll", "reason", res.Reason, "error", res.Err)
+			}
 		} else if k.Expire() {
 			res = StepResult{Role: RoleStandby, Transition: TransitionLost, Reason: "self-fencing deadline passed"}
 		}
