@@ -53,7 +53,7 @@ func binary(t *testing.T) string {
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/sf2loki")
 		cmd.Dir = testenv.RepoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
