@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,5 +283,29 @@ func TestHealthEndpoints(t *testing.T) {
 	if st.Role != "leader" || st.Epoch != 5 || st.Holder != "test-holder" || st.Lease != "mem://lease" || st.State != "mem://state" ||
 		st.LastRenewal == nil || st.FenceDeadline == nil || st.Counters["acquired"] != 1 {
 		t.Fatalf("/statusz %+v", st)
+	}
+}
+
+func TestHolderIDDefaults(t *testing.T) {
+	host, _ := os.Hostname()
+	pidHolder := fmt.Sprintf("%s-%d", host, os.Getpid())
+	c := testConfig(config.CoordinateS3Lease)
+	c.Coordinate.S3Lease.HolderID = ""
+	if got := leaseConfig(c).Holder; got != pidHolder {
+		t.Fatalf("blank s3_lease.holder_id: %q, want hostname-pid %q", got, pidHolder)
+	}
+	c = testConfig(config.CoordinateK8sLease)
+	c.Coordinate.K8sLease.Identity = ""
+	t.Setenv("HOSTNAME", "sf2loki-7d9f-abcde")
+	if got := leaseConfig(c).Holder; got != "sf2loki-7d9f-abcde" {
+		t.Fatalf("blank k8s_lease.identity: %q, want $HOSTNAME", got)
+	}
+	t.Setenv("HOSTNAME", "")
+	if got := leaseConfig(c).Holder; got != pidHolder {
+		t.Fatalf("blank identity without $HOSTNAME: %q, want %q", got, pidHolder)
+	}
+	c.Coordinate.K8sLease.Identity = "explicit"
+	if got := leaseConfig(c).Holder; got != "explicit" {
+		t.Fatalf("explicit identity: %q", got)
 	}
 }

@@ -307,3 +307,37 @@ func TestCheckCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeHAPair runs the README's local HA pair configuration as written.
+func TestReadmeHAPair(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "<<'YAML'\n")
+	cfg, _, ok2 := strings.Cut(rest, "\nYAML\n")
+	if !ok || !ok2 {
+		t.Fatal("README has no YAML heredoc for the HA pair")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "ha"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The README's paths are relative to the working directory.
+	binary(t)
+	t.Chdir(dir)
+	a := start(t, "a", cfg)
+	b := start(t, "b", cfg)
+	deadline := time.Now().Add(6*time.Second + slack)
+	for {
+		ca, _ := a.readyz()
+		cb, _ := b.readyz()
+		if (ca == 200) != (cb == 200) && ca != 0 && cb != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("README pair: /readyz %d and %d, want one leader and one standby", ca, cb)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -42,44 +43,65 @@ type Config struct {
 	RequestTimeout time.Duration
 }
 
-// Store is one GCS object with compare-and-swap.
+// Store is one GCS object with compare-and-swap. The client is created on
+// first use, so building a Store never touches the network (credential
+// discovery may probe the metadata server).
 type Store struct {
-	client  *storage.Client
-	obj     *storage.ObjectHandle
+	cfg     Config
 	name    string
 	timeout time.Duration
+
+	once    sync.Once
+	client  *storage.Client
+	obj     *storage.ObjectHandle
+	initErr error
 }
 
 var _ ports.ObjectCAS = (*Store)(nil)
 
 // New validates cfg and returns the store. It makes no request.
-func New(ctx context.Context, cfg Config) (*Store, error) {
+func New(_ context.Context, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" || cfg.ObjectName == "" {
 		return nil, fmt.Errorf("gcs: bucket and object_name are required (got bucket %q, object_name %q)", cfg.Bucket, cfg.ObjectName)
-	}
-	opts := []option.ClientOption{storage.WithJSONReads()}
-	switch {
-	case cfg.Endpoint != "":
-		opts = append(opts, option.WithEndpoint(cfg.Endpoint), option.WithoutAuthentication())
-	case cfg.ServiceFile != "":
-		opts = append(opts, option.WithAuthCredentialsFile(option.ServiceAccount, cfg.ServiceFile))
-	}
-	client, err := storage.NewClient(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("gcs: create client for gs://%s/%s: %w", cfg.Bucket, cfg.ObjectName, err)
 	}
 	timeout := cfg.RequestTimeout
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
-	// The domain counts attempts: a retried conditional write changes
-	// meaning, so the library must not retry behind its back.
-	obj := client.Bucket(cfg.Bucket).Object(cfg.ObjectName).Retryer(storage.WithPolicy(storage.RetryNever))
-	return &Store{client: client, obj: obj, name: "gs://" + cfg.Bucket + "/" + cfg.ObjectName, timeout: timeout}, nil
+	return &Store{cfg: cfg, name: "gs://" + cfg.Bucket + "/" + cfg.ObjectName, timeout: timeout}, nil
 }
 
-// Close releases the client.
-func (s *Store) Close() error { return s.client.Close() }
+// handle returns the object handle, creating the client on first use.
+func (s *Store) handle(ctx context.Context) (*storage.ObjectHandle, error) {
+	s.once.Do(func() {
+		opts := []option.ClientOption{storage.WithJSONReads()}
+		switch {
+		case s.cfg.Endpoint != "":
+			opts = append(opts, option.WithEndpoint(s.cfg.Endpoint), option.WithoutAuthentication())
+		case s.cfg.ServiceFile != "":
+			opts = append(opts, option.WithAuthCredentialsFile(option.ServiceAccount, s.cfg.ServiceFile))
+		}
+		client, err := storage.NewClient(context.WithoutCancel(ctx), opts...)
+		if err != nil {
+			s.initErr = fmt.Errorf("%s: %w: create the client (set service_file, or provide Application Default Credentials): %w",
+				s.name, ports.ErrPermissionDenied, err)
+			return
+		}
+		s.client = client
+		// The domain counts attempts: a retried conditional write changes
+		// meaning, so the library must not retry behind its back.
+		s.obj = client.Bucket(s.cfg.Bucket).Object(s.cfg.ObjectName).Retryer(storage.WithPolicy(storage.RetryNever))
+	})
+	return s.obj, s.initErr
+}
+
+// Close releases the client, if one was created.
+func (s *Store) Close() error {
+	if s.client == nil {
+		return nil
+	}
+	return s.client.Close()
+}
 
 // String implements ports.ObjectCAS.
 func (s *Store) String() string { return s.name }
@@ -87,9 +109,13 @@ func (s *Store) String() string { return s.name }
 // Get implements ports.ObjectCAS. One reader returns the bytes and the
 // generation they belong to.
 func (s *Store) Get(ctx context.Context) (ports.Object, error) {
+	obj, err := s.handle(ctx)
+	if err != nil {
+		return ports.Object{}, err
+	}
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	r, err := s.obj.NewReader(rctx)
+	r, err := obj.NewReader(rctx)
 	if err != nil {
 		return ports.Object{}, s.classify(ctx, "get", err, ports.Precondition{})
 	}
@@ -125,9 +151,13 @@ func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (p
 		}
 		cond = storage.Conditions{GenerationMatch: g}
 	}
+	obj, err := s.handle(ctx)
+	if err != nil {
+		return "", err
+	}
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	w := s.obj.If(cond).NewWriter(rctx)
+	w := obj.If(cond).NewWriter(rctx)
 	w.ChunkSize = 0 // one request, no resumable upload
 	w.ContentType = "application/octet-stream"
 	if _, err := w.Write(data); err != nil {
@@ -152,9 +182,13 @@ func (s *Store) Delete(ctx context.Context, pre ports.Precondition) error {
 	if err != nil {
 		return err
 	}
+	obj, err := s.handle(ctx)
+	if err != nil {
+		return err
+	}
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	err = s.obj.Generation(g).If(storage.Conditions{GenerationMatch: g}).Delete(rctx)
+	err = obj.Generation(g).If(storage.Conditions{GenerationMatch: g}).Delete(rctx)
 	if err != nil {
 		return s.classify(ctx, "delete", err, pre)
 	}

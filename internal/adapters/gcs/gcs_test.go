@@ -181,3 +181,15 @@ func TestHonoursStorageEmulatorHost(t *testing.T) {
 		t.Fatalf("the write did not reach the emulator: %q %q %v", obj.Data, obj.Version, err)
 	}
 }
+
+func TestMissingCredentialsArePermissionDeniedOnFirstUse(t *testing.T) {
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", t.TempDir()+"/no-such-key.json")
+	s, err := gcs.New(t.Context(), gcs.Config{Bucket: "b", ObjectName: "o"})
+	if err != nil {
+		t.Fatalf("New must not need credentials: %v", err)
+	}
+	if _, err := s.Get(t.Context()); !errors.Is(err, ports.ErrPermissionDenied) || !strings.Contains(err.Error(), "service_file") {
+		t.Fatalf("Get without credentials: %v, want ErrPermissionDenied saying what to set", err)
+	}
+}
