@@ -309,3 +309,36 @@ func TestHolderIDDefaults(t *testing.T) {
 		t.Fatalf("explicit identity: %q", got)
 	}
 }
+
+// TestTracesExportOverOTLPHTTP: with telemetry.otlp_endpoint set, lease
+// spans reach an OTLP/HTTP receiver, with the configured headers.
+func TestTracesExportOverOTLPHTTP(t *testing.T) {
+	var mu sync.Mutex
+	var paths, auth []string
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer recv.Close()
+	cfg := testConfig(config.CoordinateS3Lease)
+	cfg.Telemetry.OTLPEndpoint = recv.URL
+	cfg.Telemetry.Headers = map[string]string{"Authorization": "Bearer secret-token"}
+	d, cleanup, err := Build(t.Context(), cfg, Overrides{LeaseStore: porttest.NewMemoryCAS("lease"),
+		StateStore: porttest.NewMemoryCAS("state"), Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := d.Coordinator().(*domain.LeaseKeeper).Step(t.Context()); res.Transition != domain.TransitionAcquired {
+		t.Fatal(res)
+	}
+	cleanup() // flushes the batch exporter
+	mu.Lock()
+	defer mu.Unlock()
+	if len(paths) == 0 || paths[0] != "/v1/traces" || auth[0] != "Bearer secret-token" {
+		t.Fatalf("OTLP receiver got %v with auth %v", paths, auth)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +69,7 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		tpOpts = append(tpOpts, sdktrace.WithSyncer(opts.SpanExporter))
 	}
 	if cfg.Telemetry.OTLPEndpoint != "" {
-		otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(cfg.Telemetry.OTLPEndpoint),
+		otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(tracesURL(cfg.Telemetry.OTLPEndpoint)),
 			otlptracehttp.WithHeaders(cfg.Telemetry.Headers))
 		if err != nil {
 			return nil, nil, fmt.Errorf("telemetry.otlp_endpoint %q: %w", cfg.Telemetry.OTLPEndpoint, err)
@@ -88,6 +89,17 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		_ = mp.Shutdown(sctx)
 	}
 	return t, cleanup, nil
+}
+
+// tracesURL appends the OTLP traces path to a base endpoint (as
+// OTEL_EXPORTER_OTLP_ENDPOINT is read); a URL with a path is used as it is.
+func tracesURL(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Path != "" && u.Path != "/") {
+		return endpoint
+	}
+	u.Path = "/v1/traces"
+	return u.String()
 }
 
 func (t *Telemetry) instruments(m metric.Meter) error {

@@ -110,7 +110,7 @@ type Service struct {
 
 // Telemetry configures trace export.
 type Telemetry struct {
-	OTLPEndpoint string            `yaml:"otlp_endpoint" mapstructure:"otlp_endpoint" default:"" doc:"OTLP/HTTP endpoint for traces, e.g. http://otel-collector:4318; blank disables trace export."`
+	OTLPEndpoint string            `yaml:"otlp_endpoint" mapstructure:"otlp_endpoint" default:"" doc:"OTLP/HTTP endpoint for traces, e.g. http://otel-collector:4318 (/v1/traces is appended when the URL has no path); blank disables trace export."`
 	Headers      map[string]string `yaml:"headers" mapstructure:"headers" default:"" doc:"Extra HTTP headers for the OTLP exporter (e.g. authentication). Values are never logged."`
 	ServiceName  string            `yaml:"service_name" mapstructure:"service_name" default:"sf2loki" doc:"The service.name resource attribute."`
 }
