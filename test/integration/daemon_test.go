@@ -291,19 +291,28 @@ func TestCheckCommand(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "configuration is valid") {
 		t.Fatalf("check on the example: %v\n%s", err, out)
 	}
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(bad, []byte("coordinate:\n  type: s3_lease\n  s3_lease: {bukcet: x}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "check", "--config", bad)
-	out, err = cmd.CombinedOutput()
-	if cmd.ProcessState.ExitCode() != 2 {
-		t.Fatalf("check on an invalid config exited %d (%v), want 2:\n%s", cmd.ProcessState.ExitCode(), err, out)
-	}
-	for _, want := range []string{"coordinate.s3_lease.bukcet: unknown key; did you mean coordinate.s3_lease.bucket?",
-		"coordinate.s3_lease.bucket: required when coordinate.type is s3_lease"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("check output lacks %q:\n%s", want, out)
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"unknown key": {"coordinate:\n  type: s3_lease\n  s3_lease: {bukcet: x}\n",
+			"coordinate.s3_lease.bukcet: unknown key; did you mean coordinate.s3_lease.bucket?"},
+		"empty lease bucket": {"coordinate: {type: s3_lease}\nstate: {store: s3, s3: {bucket: b}}\n",
+			"coordinate.s3_lease.bucket: required when coordinate.type is s3_lease"},
+		"empty state bucket": {"state: {store: gcs}\n", "state.gcs.bucket: required when state.store is gcs"},
+		"same object": {"coordinate: {type: gcs_lease, gcs_lease: {bucket: b, object_name: o}}\nstate: {store: gcs, gcs: {bucket: b, object_name: o}}\n",
+			"must be separate objects"},
+		"renew >= ttl/2": {"coordinate: {type: file_lease, file_lease: {ttl: 10s, renew_interval: 5s}}\n", "must be below ttl/2"},
+		"gcs renew < 1s": {"coordinate: {type: gcs_lease, gcs_lease: {bucket: b, ttl: 1s, renew_interval: 200ms}}\nstate: {store: gcs, gcs: {bucket: c}}\n", "at least 1s"},
+		"zero ttl":       {"coordinate: {type: s3_lease, s3_lease: {bucket: b, ttl: 0s}}\nstate: {store: s3, s3: {bucket: c}}\n", "must be > 0"},
+		"undefined var":  {"state: {file: {path: \"${SF2LOKI_TEST_NO_SUCH_VAR}\"}}\n", "${SF2LOKI_TEST_NO_SUCH_VAR} is not set"},
+		"bad coordinate": {"coordinate: {type: etcd}\n", `coordinate.type: "etcd" is not one of`},
+	} {
+		bad := filepath.Join(t.TempDir(), "bad.yaml")
+		if err := os.WriteFile(bad, []byte(tc.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "check", "--config", bad)
+		out, err = cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("check on %s: exit %d (%v), want 2 and %q:\n%s", name, cmd.ProcessState.ExitCode(), err, tc.want, out)
 		}
 	}
 }
