@@ -13,7 +13,9 @@ import (
 
 func main() {
 	if err := app.NewRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "sf2loki:", err)
+		if !errors.Is(err, app.ErrReported) {
+			fmt.Fprintln(os.Stderr, "sf2loki:", err)
+		}
 		code := 1
 		var exit *app.ExitError
 		if errors.As(err, &exit) {

@@ -301,3 +301,31 @@ func (s *Store) classify(parent context.Context, op string, err error, pre ports
 	// Transport-level failures without an API status (resets, EOFs).
 	return ports.Transient(op, fmt.Errorf("%s: %w", s, err))
 }
+
+// DryRun checks, without changing anything, that this identity may read the
+// Lease and write it: a server-side dry-run create when it is absent, or a
+// dry-run update of exactly what was read when it exists. It returns the
+// verb that was checked last.
+func (s *Store) DryRun(ctx context.Context) (string, error) {
+	var lease coordinationv1.Lease
+	err := s.client.Get().Namespace(s.namespace).Resource("leases").Name(s.name).
+		MaxRetries(0).Timeout(s.timeout).Do(ctx).Into(&lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		fresh := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace}}
+		err = s.client.Post().Namespace(s.namespace).Resource("leases").Param("dryRun", "All").
+			Body(fresh).MaxRetries(0).Timeout(s.timeout).Do(ctx).Error()
+		if err != nil {
+			return "create", s.classify(ctx, "create (dry run)", err, ports.CreateOnly())
+		}
+		return "create", nil
+	case err != nil:
+		return "get", s.classify(ctx, "get", err, ports.Precondition{})
+	}
+	err = s.client.Put().Namespace(s.namespace).Resource("leases").Name(s.name).Param("dryRun", "All").
+		Body(&lease).MaxRetries(0).Timeout(s.timeout).Do(ctx).Error()
+	if err != nil {
+		return "update", s.classify(ctx, "update (dry run)", err, ports.IfVersion(ports.Version(lease.ResourceVersion)))
+	}
+	return "update", nil
+}

@@ -1,0 +1,296 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/file"
+	"github.com/sf2loki/sf2loki/internal/adapters/gcs"
+	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
+	"github.com/sf2loki/sf2loki/internal/adapters/s3"
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// Doctor check statuses.
+const (
+	Pass = "PASS"
+	Warn = "WARN"
+	Fail = "FAIL"
+	Skip = "SKIP"
+)
+
+// ProbeSuffix names the probe object the doctor writes next to a live one.
+const ProbeSuffix = ".sf2loki-doctor-probe"
+
+// Check is one doctor row.
+type Check struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// DoctorReport is the doctor's result.
+type DoctorReport struct {
+	Checks   []Check `json:"checks"`
+	ExitCode int     `json:"exit_code"`
+}
+
+// permissions names what each operation needs, per backend.
+var permissions = map[string]map[string]string{
+	"s3":   {"put": "s3:PutObject", "get": "s3:GetObject", "delete": "s3:DeleteObject"},
+	"gcs":  {"put": "storage.objects.create", "get": "storage.objects.get", "delete": "storage.objects.delete"},
+	"file": {"put": "write access to the directory", "get": "read access to the file", "delete": "write access to the directory"},
+}
+
+// probe is a store under test: the probe object next to the live one.
+type probe struct {
+	backend string
+	probe   ports.ObjectCAS
+	live    ports.ObjectCAS
+}
+
+// Doctor runs the checks for the configuration at path.
+func Doctor(ctx context.Context, path string) DoctorReport {
+	var r DoctorReport
+	cfg, warnings, err := config.Load(path)
+	if err != nil {
+		r.Checks = append(r.Checks, Check{"config", Fail, err.Error()},
+			Check{"state", Skip, "the configuration is invalid"}, Check{"coordinator", Skip, "the configuration is invalid"})
+		r.ExitCode = ExitInvalidConfig
+		return r
+	}
+	r.Checks = append(r.Checks, Check{"config", Pass, fmt.Sprintf("coordinate.type %s, state.store %s", cfg.Coordinate.Type, cfg.State.Store)})
+	for _, w := range warnings {
+		r.Checks = append(r.Checks, Check{"config", Warn, w})
+	}
+	r.Checks = append(r.Checks, checkState(ctx, cfg), checkCoordinator(ctx, cfg))
+	for _, c := range r.Checks {
+		if c.Status == Fail {
+			r.ExitCode = 1
+		}
+	}
+	return r
+}
+
+func checkState(ctx context.Context, cfg *config.Config) Check {
+	var p probe
+	var err error
+	switch cfg.State.Store {
+	case config.StoreFile:
+		p, err = fileProbe(cfg.State.File.Path)
+	case config.StoreS3:
+		p, err = s3Probe(ctx, cfg.State.S3)
+	case config.StoreGCS:
+		p, err = gcsProbe(ctx, cfg.State.GCS)
+	}
+	return runProbe(ctx, "state", p, err)
+}
+
+// checkCoordinator reaches one probe branch per coordinate.type.
+func checkCoordinator(ctx context.Context, cfg *config.Config) Check {
+	c := cfg.Coordinate
+	switch c.Type {
+	case config.CoordinateNoop:
+		return Check{"coordinator", Skip, "noop: a single instance, nothing to arbitrate"}
+	case config.CoordinateFileLease:
+		p, err := fileProbe(c.FileLease.Path)
+		return runProbe(ctx, "coordinator", p, err)
+	case config.CoordinateS3Lease:
+		p, err := s3Probe(ctx, c.S3Lease.S3Object)
+		return runProbe(ctx, "coordinator", p, err)
+	case config.CoordinateGCSLease:
+		p, err := gcsProbe(ctx, c.GCSLease.GCSObject)
+		return runProbe(ctx, "coordinator", p, err)
+	case config.CoordinateK8sLease:
+		return k8sProbe(ctx, c.K8sLease)
+	}
+	return Check{"coordinator", Fail, fmt.Sprintf("unknown coordinate.type %q", c.Type)}
+}
+
+func s3Probe(ctx context.Context, o config.S3Object) (probe, error) {
+	live, err := newS3(ctx, o)
+	if err != nil {
+		return probe{}, err
+	}
+	po := o
+	po.Key += ProbeSuffix
+	pr, err := s3.New(ctx, s3.Config{Bucket: po.Bucket, Key: po.Key, Region: po.Region, EndpointURL: po.EndpointURL})
+	return probe{backend: "s3", probe: pr, live: live}, err
+}
+
+func gcsProbe(ctx context.Context, o config.GCSObject) (probe, error) {
+	live, err := newGCS(ctx, o)
+	if err != nil {
+		return probe{}, err
+	}
+	pr, err := gcs.New(ctx, gcs.Config{Bucket: o.Bucket, ObjectName: o.ObjectName + ProbeSuffix, ServiceFile: o.ServiceFile})
+	return probe{backend: "gcs", probe: pr, live: live}, err
+}
+
+func fileProbe(path string) (probe, error) {
+	live, err := file.New(file.Config{Path: path})
+	if err != nil {
+		return probe{}, err
+	}
+	pr, err := file.New(file.Config{Path: path + ProbeSuffix})
+	return probe{backend: "file", probe: pr, live: live}, err
+}
+
+// ignoring is the verdict on a store that accepted a write it had to refuse.
+const ignoring = "this endpoint ignores conditional writes (If-None-Match / If-Match); sf2loki cannot arbitrate leadership or protect checkpoints on it"
+
+// runProbe writes, races and deletes the probe object, then reads the live
+// object. The live object is never written.
+func runProbe(ctx context.Context, name string, p probe, buildErr error) Check {
+	if buildErr != nil {
+		return Check{name, Fail, buildErr.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	fail := func(op string, err error) Check {
+		switch {
+		case errors.Is(err, ports.ErrConditionalWriteUnsupported):
+			return Check{name, Fail, ignoring + ": " + err.Error()}
+		case errors.Is(err, ports.ErrPermissionDenied):
+			return Check{name, Fail, fmt.Sprintf("%s %s is not allowed: grant %s (%v)", op, p.probe, permissions[p.backend][op], err)}
+		case errors.Is(err, ports.ErrBucketNotFound):
+			return Check{name, Fail, fmt.Sprintf("the bucket of %s does not exist: create it or fix the name (%v)", p.live, err)}
+		}
+		return Check{name, Fail, fmt.Sprintf("%s %s: %v", op, p.probe, err)}
+	}
+	stamp := fmt.Sprintf(`{"sf2loki_doctor":%q,"pid":%d}`, time.Now().UTC().Format(time.RFC3339Nano), os.Getpid())
+	if obj, err := p.probe.Get(ctx); err == nil {
+		// A probe left behind by an interrupted run.
+		_ = p.probe.Delete(ctx, ports.IfVersion(obj.Version))
+	}
+	v1, err := p.probe.Put(ctx, []byte(stamp+" 1"), ports.CreateOnly())
+	if err != nil {
+		return fail("put", err)
+	}
+	defer func() {
+		if obj, err := p.probe.Get(context.WithoutCancel(ctx)); err == nil {
+			_ = p.probe.Delete(context.WithoutCancel(ctx), ports.IfVersion(obj.Version))
+		}
+	}()
+	if _, err := p.probe.Put(ctx, []byte(stamp+" 2"), ports.CreateOnly()); err == nil {
+		return Check{name, Fail, ignoring + ": a second create-only write (If-None-Match: *) succeeded"}
+	} else if !errors.Is(err, ports.ErrPreconditionFailed) {
+		return fail("put", err)
+	}
+	v2, err := p.probe.Put(ctx, []byte(stamp+" 3"), ports.IfVersion(v1))
+	if err != nil {
+		return fail("put", err)
+	}
+	if _, err := p.probe.Put(ctx, []byte(stamp+" 4"), ports.IfVersion(v1)); err == nil {
+		return Check{name, Fail, ignoring + ": a write with a stale version (If-Match) succeeded"}
+	} else if !errors.Is(err, ports.ErrPreconditionFailed) && !errors.Is(err, ports.ErrNotFound) {
+		return fail("put", err)
+	}
+	if err := p.probe.Delete(ctx, ports.IfVersion(v2)); err != nil {
+		return fail("delete", err)
+	}
+	obj, err := p.live.Get(ctx)
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		return Check{name, Pass, fmt.Sprintf("conditional writes enforced on %s; %s does not exist yet (it will be created)", p.probe, p.live)}
+	case err != nil:
+		return fail("get", err)
+	}
+	return Check{name, Pass, fmt.Sprintf("conditional writes enforced on %s; %s readable (%d bytes)%s", p.probe, p.live, len(obj.Data), fileSidecar(p))}
+}
+
+// fileSidecar checks that an existing file's lock sidecar opens read-write.
+func fileSidecar(p probe) string {
+	fs, ok := p.live.(*file.Store)
+	if !ok {
+		return ""
+	}
+	lock := fs.Path() + ".lock"
+	f, err := os.OpenFile(lock, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		return fmt.Sprintf("; WARNING: cannot open %s read-write: %v", lock, err)
+	}
+	_ = f.Close()
+	return "; lock " + filepath.Base(lock) + " writable"
+}
+
+func k8sProbe(ctx context.Context, l config.K8sLease) Check {
+	s, err := k8s.New(k8s.Config{Namespace: l.Namespace, Name: l.Name, Kubeconfig: l.Kubeconfig})
+	if err != nil {
+		return Check{"coordinator", Fail, err.Error()}
+	}
+	verb, err := s.DryRun(ctx)
+	switch {
+	case errors.Is(err, ports.ErrPermissionDenied):
+		return Check{"coordinator", Fail, fmt.Sprintf("%s of lease %s is not allowed: grant get/create/update/patch on leases in %s (%v)", verb, s, l.Namespace, err)}
+	case err != nil:
+		return Check{"coordinator", Fail, fmt.Sprintf("%s %s: %v", verb, s, err)}
+	}
+	return Check{"coordinator", Pass, fmt.Sprintf("lease %s: get and %s allowed (server-side dry run)", s, verb)}
+}
+
+// Write renders the report as a table, or JSON.
+func (r DoctorReport) Write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL")
+	counts := map[string]int{}
+	for _, c := range r.Checks {
+		counts[c.Status]++
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, c.Status, strings.ReplaceAll(c.Detail, "\n", " "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d passed, %d warned, %d failed, %d skipped\n", counts[Pass], counts[Warn], counts[Fail], counts[Skip])
+	return err
+}
+
+func newDoctorCommand() *cobra.Command {
+	var (
+		path   string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the configuration and probe the state store and the lease backend",
+		Long: "doctor validates the configuration, then probes each backend with a separate object next to the live one\n" +
+			"(<key>" + ProbeSuffix + "): create-only, a second create-only that must fail, a stale-version write that must fail,\n" +
+			"a conditional delete. It never writes the live lease or checkpoint. Exit 0 without failures, 1 with, 2 for an invalid configuration.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r := Doctor(cmd.Context(), path)
+			if err := r.Write(cmd.OutOrStdout(), asJSON); err != nil {
+				return err
+			}
+			if r.ExitCode != 0 {
+				return &ExitError{Code: r.ExitCode, Err: ErrReported}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+// ErrReported marks an exit whose reason the command already printed.
+var ErrReported = errors.New("reported above")

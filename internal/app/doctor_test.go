@@ -1,0 +1,274 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/testenv"
+	"github.com/sf2loki/sf2loki/internal/testenv/faultproxy"
+)
+
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "sf2loki.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func check(r DoctorReport, name string) Check {
+	for _, c := range r.Checks {
+		if c.Name == name && c.Status != Warn {
+			return c
+		}
+	}
+	return Check{}
+}
+
+func s3Env(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", testenv.S3AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.S3SecretKey)
+	t.Setenv("AWS_REGION", testenv.S3Region)
+}
+
+func s3Config(bucket, endpoint string) string {
+	return fmt.Sprintf(`coordinate:
+  type: s3_lease
+  s3_lease: {bucket: %s, key: ha/leader.lease, endpoint_url: %s}
+state:
+  store: s3
+  s3: {bucket: %s, key: ha/state.json, endpoint_url: %s}
+`, bucket, endpoint, bucket, endpoint)
+}
+
+// liveUntouched returns a check that the live objects are byte-for-byte and
+// version-for-version what they were.
+func liveUntouched(t *testing.T, stores ...ports.ObjectCAS) func() {
+	t.Helper()
+	before := make([]ports.Object, len(stores))
+	for i, s := range stores {
+		obj, err := s.Get(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[i] = obj
+	}
+	return func() {
+		t.Helper()
+		for i, s := range stores {
+			obj, err := s.Get(t.Context())
+			if err != nil || !bytes.Equal(obj.Data, before[i].Data) || obj.Version != before[i].Version {
+				t.Fatalf("the doctor changed the live object %s: %v", s, err)
+			}
+		}
+	}
+}
+
+func TestDoctorS3(t *testing.T) {
+	srv := testenv.StartS3(t)
+	bucket := srv.NewBucket(t)
+	s3Env(t)
+	ctx := t.Context()
+	cfg, _, err := loadFile(t, s3Config(bucket, srv.Endpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, _ := newS3(ctx, cfg.Coordinate.S3Lease.S3Object)
+	state, _ := newS3(ctx, cfg.State.S3)
+	if _, err := lease.Put(ctx, []byte(`{"holder":"x"}`), ports.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.Put(ctx, []byte(`{"k":"v"}`), ports.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	untouched := liveUntouched(t, lease, state)
+
+	t.Run("writable bucket passes", func(t *testing.T) {
+		r := Doctor(ctx, writeConfig(t, s3Config(bucket, srv.Endpoint)))
+		if r.ExitCode != 0 || check(r, "state").Status != Pass || check(r, "coordinator").Status != Pass {
+			t.Fatalf("%+v", r)
+		}
+		untouched()
+	})
+	t.Run("read-only credential fails naming the permission", func(t *testing.T) {
+		p := faultproxy.New(t, srv.Endpoint)
+		p.Add(faultproxy.Rule{Action: faultproxy.Respond, Status: 403,
+			Body:  `<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`,
+			Match: func(r *http.Request) bool { return r.Method == http.MethodPut || r.Method == http.MethodDelete }})
+		r := Doctor(ctx, writeConfig(t, s3Config(bucket, p.URL)))
+		if r.ExitCode != 1 || check(r, "state").Status != Fail || !strings.Contains(check(r, "state").Detail, "s3:PutObject") {
+			t.Fatalf("%+v", r)
+		}
+		untouched()
+	})
+	t.Run("an endpoint that ignores conditional writes fails", func(t *testing.T) {
+		// What a store that ignores If-None-Match/If-Match looks like to a
+		// client: the write it had to refuse "succeeds".
+		p := faultproxy.New(t, srv.Endpoint)
+		p.Add(faultproxy.Rule{Action: faultproxy.Respond, Status: 200, Header: http.Header{"ETag": {`"ignored"`}},
+			Match: func(r *http.Request) bool {
+				return r.Method == http.MethodPut && r.Header.Get("If-None-Match") != "" && strings.Contains(r.URL.Path, ProbeSuffix) &&
+					probeCreated(srv, bucket, r.URL.Path)
+			}})
+		r := Doctor(ctx, writeConfig(t, s3Config(bucket, p.URL)))
+		if r.ExitCode != 1 || !strings.Contains(check(r, "state").Detail, "ignores conditional writes") {
+			t.Fatalf("%+v", r)
+		}
+		untouched()
+	})
+	t.Run("501 fails the same way", func(t *testing.T) {
+		p := faultproxy.New(t, srv.Endpoint)
+		p.Add(faultproxy.Rule{Action: faultproxy.Respond, Status: 501, Body: `<Error><Code>NotImplemented</Code></Error>`,
+			Match: func(r *http.Request) bool { return r.Header.Get("If-None-Match") != "" }})
+		r := Doctor(ctx, writeConfig(t, s3Config(bucket, p.URL)))
+		if r.ExitCode != 1 || !strings.Contains(check(r, "coordinator").Detail, "ignores conditional writes") {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("missing bucket fails saying so", func(t *testing.T) {
+		r := Doctor(ctx, writeConfig(t, s3Config("no-such-bucket", srv.Endpoint)))
+		if r.ExitCode != 1 || !strings.Contains(check(r, "state").Detail, "does not exist") {
+			t.Fatalf("%+v", r)
+		}
+	})
+}
+
+// probeCreated reports whether the probe object at path already exists
+// (so a create-only write must be refused).
+func probeCreated(srv *testenv.S3Server, bucket, path string) bool {
+	key := strings.TrimPrefix(path, "/"+bucket+"/")
+	_, err := srv.Client().HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
+	return err == nil
+}
+
+func TestDoctorGCSIgnoringEndpoint(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	cfg := fmt.Sprintf("coordinate: {type: gcs_lease, gcs_lease: {bucket: %s, object_name: ha/leader.lease}}\nstate: {store: gcs, gcs: {bucket: %s, object_name: ha/state.json}}\n", bucket, bucket)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL, "http://"))
+	if r := Doctor(t.Context(), writeConfig(t, cfg)); r.ExitCode != 0 {
+		t.Fatalf("writable bucket: %+v", r)
+	}
+	// A proxy that strips the generation preconditions: a store that
+	// ignores them.
+	stripper := httptestStripper(t, srv.URL)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(stripper, "http://"))
+	r := Doctor(t.Context(), writeConfig(t, cfg))
+	if r.ExitCode != 1 || !strings.Contains(check(r, "coordinator").Detail, "ignores conditional writes") {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestDoctorEachCoordinatorReachesItsOwnProbe(t *testing.T) {
+	s3srv, gcssrv := testenv.StartS3(t), testenv.StartGCS(t)
+	s3Env(t)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(gcssrv.URL, "http://"))
+	kube := testenv.StartKube(t)
+	t.Cleanup(kube.Stop)
+	dir := t.TempDir()
+	b3, bg := s3srv.NewBucket(t), gcssrv.NewBucket(t)
+	ns := kube.NewNamespace(t)
+	state := fmt.Sprintf("state: {file: {path: %s/state.json}}\n", dir)
+	for ct, tc := range map[string]struct{ yaml, status, want string }{
+		"noop":       {state, Skip, "noop"},
+		"file_lease": {fmt.Sprintf("coordinate: {type: file_lease, file_lease: {path: %s/leader.lease}}\n", dir) + state, Pass, "file://" + dir + "/leader.lease"},
+		"s3_lease":   {fmt.Sprintf("coordinate: {type: s3_lease, s3_lease: {bucket: %s, endpoint_url: %s}}\n", b3, s3srv.Endpoint) + state, Pass, "s3://" + b3},
+		"gcs_lease":  {fmt.Sprintf("coordinate: {type: gcs_lease, gcs_lease: {bucket: %s}}\n", bg) + state, Pass, "gs://" + bg},
+		"k8s_lease": {fmt.Sprintf("coordinate: {type: k8s_lease, k8s_lease: {namespace: %s, kubeconfig: %s}}\n", ns,
+			kube.Kubeconfig(t, testenv.KubeAdminToken)) + state, Pass, "k8s://" + ns + "/sf2loki-leader"},
+	} {
+		t.Run(ct, func(t *testing.T) {
+			r := Doctor(t.Context(), writeConfig(t, tc.yaml))
+			c := check(r, "coordinator")
+			if c.Status != tc.status || !strings.Contains(c.Detail, tc.want) {
+				t.Fatalf("coordinator check %+v, want %s mentioning %s", c, tc.status, tc.want)
+			}
+			if check(r, "state").Status != Pass {
+				t.Fatalf("state check %+v", check(r, "state"))
+			}
+		})
+	}
+	t.Run("k8s role without update fails naming the verb", func(t *testing.T) {
+		ns := kube.NewNamespace(t)
+		kube.GrantLeases(t, ns, "get", "create")
+		admin := writeConfig(t, fmt.Sprintf("coordinate: {type: k8s_lease, k8s_lease: {namespace: %s, kubeconfig: %s}}\n", ns, kube.Kubeconfig(t, testenv.KubeAdminToken))+state)
+		if r := Doctor(t.Context(), admin); r.ExitCode != 0 {
+			t.Fatalf("admin: %+v", r)
+		}
+		// Make the Lease exist, so the limited user must be able to update it.
+		lease, _ := k8sStore(t, kube, ns)
+		if _, err := lease.Put(t.Context(), []byte(`{"holder":""}`), ports.CreateOnly()); err != nil {
+			t.Fatal(err)
+		}
+		limited := writeConfig(t, fmt.Sprintf("coordinate: {type: k8s_lease, k8s_lease: {namespace: %s, kubeconfig: %s}}\n", ns, kube.Kubeconfig(t, testenv.KubeLimitedToken))+state)
+		r := Doctor(t.Context(), limited)
+		c := check(r, "coordinator")
+		if r.ExitCode != 1 || c.Status != Fail || !strings.Contains(c.Detail, "update") || !strings.Contains(c.Detail, "leases in "+ns) {
+			t.Fatalf("%+v", r)
+		}
+	})
+}
+
+func TestDoctorInvalidConfigAndJSON(t *testing.T) {
+	r := Doctor(t.Context(), writeConfig(t, "coordinate: {type: s3_lease}\n"))
+	if r.ExitCode != 2 || r.Checks[0].Status != Fail || r.Checks[1].Status != Skip || r.Checks[2].Status != Skip {
+		t.Fatalf("%+v", r)
+	}
+	var buf bytes.Buffer
+	if err := r.Write(&buf, true); err != nil {
+		t.Fatal(err)
+	}
+	var back DoctorReport
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.ExitCode != 2 || len(back.Checks) != 3 {
+		t.Fatalf("JSON %s: %v", buf.String(), err)
+	}
+	buf.Reset()
+	_ = r.Write(&buf, false)
+	if !strings.Contains(buf.String(), "0 passed, 0 warned, 1 failed, 2 skipped") {
+		t.Fatalf("table:\n%s", buf.String())
+	}
+}
+
+func loadFile(t *testing.T, yaml string) (*config.Config, []string, error) {
+	t.Helper()
+	return config.Load(writeConfig(t, yaml))
+}
+
+// httptestStripper is a proxy that removes GCS generation preconditions.
+func httptestStripper(t *testing.T, target string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(u)
+		q := r.Out.URL.Query()
+		q.Del("ifGenerationMatch")
+		r.Out.URL.RawQuery = q.Encode()
+	}}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func k8sStore(t *testing.T, kube *testenv.KubeServer, ns string) (*k8s.Store, error) {
+	t.Helper()
+	return k8s.New(k8s.Config{Namespace: ns, Name: "sf2loki-leader", REST: kube.REST(testenv.KubeAdminToken)})
+}
