@@ -390,3 +390,28 @@ func (c *CheckpointCommitter) report(kind EventKind, op string, start time.Time,
 	c.obs.Observe(Event{Kind: kind, At: now, Epoch: c.epoch, Backend: c.cas.String(), Reason: op,
 		Attempts: attempts, Duration: now.Sub(start), Err: err})
 }
+
+// ForceEpoch is the operator's repair of the reserved epoch: it writes
+// __fence_epoch__ = epoch (0 removes it) whatever the stored value, in one
+// compare-and-swap, after the fence. Only the state command uses it, with
+// the daemon stopped: an epoch above the lease's fences every leader out.
+func (c *CheckpointCommitter) ForceEpoch(ctx context.Context, epoch uint64) error {
+	if err := c.lock(ctx); err != nil {
+		return err
+	}
+	c.epoch = 0 // the operator overrides; no epoch check on the reload
+	c.loaded, c.doc, c.version = false, nil, ""
+	c.unlock()
+	return c.update(ctx, "epoch repair", func(doc map[string]string) bool {
+		if epoch == 0 {
+			_, had := doc[FenceEpochKey]
+			delete(doc, FenceEpochKey)
+			return had
+		}
+		if doc[FenceEpochKey] == formatEpoch(epoch) {
+			return false
+		}
+		doc[FenceEpochKey] = formatEpoch(epoch)
+		return true
+	})
+}

@@ -523,3 +523,22 @@ func TestCommitterNoopWritesAndCache(t *testing.T) {
 		t.Fatal(c.String())
 	}
 }
+
+func TestCommitterForceEpochRepairs(t *testing.T) {
+	clk := porttest.NewFakeClock(t0)
+	m := porttest.NewMemoryCAS("state")
+	m.Store([]byte(`{"k":"v","__fence_epoch__":"40"}`))
+	c, _ := newCommitter(t, m, clk)
+	if err := c.ForceEpoch(ctx(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	if doc := docOf(t, m); doc[domain.FenceEpochKey] != "3" || doc["k"] != "v" {
+		t.Fatalf("after repair: %v", doc)
+	}
+	if err := c.ForceEpoch(ctx(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := docOf(t, m)[domain.FenceEpochKey]; ok {
+		t.Fatal("ForceEpoch(0) kept the key")
+	}
+}
