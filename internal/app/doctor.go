@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -207,25 +206,28 @@ func runProbe(ctx context.Context, name string, p probe, buildErr error) Check {
 	case err != nil:
 		return fail("get", err)
 	}
-	return Check{name, Pass, fmt.Sprintf("conditional writes enforced on %s; %s readable (%d bytes)%s", p.probe, p.live, len(obj.Data), fileSidecar(p))}
+	if err := fileSidecar(p); err != nil {
+		return Check{name, Fail, err.Error()}
+	}
+	return Check{name, Pass, fmt.Sprintf("conditional writes enforced on %s; %s readable (%d bytes)", p.probe, p.live, len(obj.Data))}
 }
 
-// fileSidecar checks that an existing file's lock sidecar opens read-write.
-func fileSidecar(p probe) string {
+// fileSidecar checks that an existing file's lock sidecar opens read-write:
+// the daemon needs it for every write.
+func fileSidecar(p probe) error {
 	fs, ok := p.live.(*file.Store)
 	if !ok {
-		return ""
+		return nil
 	}
 	lock := fs.Path() + ".lock"
 	f, err := os.OpenFile(lock, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return ""
+		return nil
 	}
 	if err != nil {
-		return fmt.Sprintf("; WARNING: cannot open %s read-write: %v", lock, err)
+		return fmt.Errorf("cannot open the lock %s read-write: %w; give the daemon's user write access to it (chown or chmod)", lock, err)
 	}
-	_ = f.Close()
-	return "; lock " + filepath.Base(lock) + " writable"
+	return f.Close()
 }
 
 func k8sProbe(ctx context.Context, l config.K8sLease) Check {

@@ -202,6 +202,13 @@ func TestDoctorEachCoordinatorReachesItsOwnProbe(t *testing.T) {
 			if check(r, "state").Status != Pass {
 				t.Fatalf("state check %+v", check(r, "state"))
 			}
+			warned := false
+			for _, c := range r.Checks {
+				warned = warned || (c.Status == Warn && strings.Contains(c.Detail, "state.store file"))
+			}
+			if risky := ct == "k8s_lease" || ct == "s3_lease" || ct == "gcs_lease"; warned != risky {
+				t.Fatalf("pairing warning shown = %v, want %v: %+v", warned, risky, r.Checks)
+			}
 		})
 	}
 	t.Run("k8s role without update fails naming the verb", func(t *testing.T) {
