@@ -70,20 +70,7 @@ func provideStateStore(ctx context.Context, cfg *config.Config, o Overrides, t *
 	if o.StateStore != nil {
 		return StateStore{t.instrument("test", o.StateStore)}, func() {}, nil
 	}
-	var (
-		s   ports.ObjectCAS
-		err error
-	)
-	switch cfg.State.Store {
-	case config.StoreFile:
-		s, err = file.New(file.Config{Path: cfg.State.File.Path})
-	case config.StoreS3:
-		s, err = newS3(ctx, cfg.State.S3)
-	case config.StoreGCS:
-		s, err = newGCS(ctx, cfg.State.GCS)
-	default:
-		err = fmt.Errorf("state.store %q is not one of file, s3, gcs", cfg.State.Store)
-	}
+	s, err := newStateStore(ctx, cfg)
 	if err != nil {
 		return StateStore{}, nil, fmt.Errorf("state store: %w", err)
 	}
@@ -97,6 +84,19 @@ func closer(s ports.ObjectCAS) func() {
 			_ = c.Close()
 		}
 	}
+}
+
+// newStateStore opens the checkpoint store chosen by state.store.
+func newStateStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, error) {
+	switch cfg.State.Store {
+	case config.StoreFile:
+		return file.New(file.Config{Path: cfg.State.File.Path})
+	case config.StoreS3:
+		return newS3(ctx, cfg.State.S3)
+	case config.StoreGCS:
+		return newGCS(ctx, cfg.State.GCS)
+	}
+	return nil, fmt.Errorf("state.store %q is not one of file, s3, gcs", cfg.State.Store)
 }
 
 func newS3(ctx context.Context, o config.S3Object) (ports.ObjectCAS, error) {
@@ -119,25 +119,36 @@ func leaseStore(o Overrides, t *Telemetry, backend string, build func() (ports.O
 	return LeaseStore{t.instrument(backend, s)}, closer(s), nil
 }
 
-func provideFileLeaseStore(cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
-	return leaseStore(o, t, "file", func() (ports.ObjectCAS, error) {
-		return file.New(file.Config{Path: cfg.Coordinate.FileLease.Path})
-	})
+func provideFileLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
+	return leaseStore(o, t, "file", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
 }
 
 func provideS3LeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
-	return leaseStore(o, t, "s3", func() (ports.ObjectCAS, error) { return newS3(ctx, cfg.Coordinate.S3Lease.S3Object) })
+	return leaseStore(o, t, "s3", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
 }
 
 func provideGCSLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
-	return leaseStore(o, t, "gcs", func() (ports.ObjectCAS, error) { return newGCS(ctx, cfg.Coordinate.GCSLease.GCSObject) })
+	return leaseStore(o, t, "gcs", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
 }
 
-func provideK8sLeaseStore(cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
-	return leaseStore(o, t, "k8s", func() (ports.ObjectCAS, error) {
-		l := cfg.Coordinate.K8sLease
-		return k8s.New(k8s.Config{Namespace: l.Namespace, Name: l.Name, Kubeconfig: l.Kubeconfig})
-	})
+func provideK8sLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
+	return leaseStore(o, t, "k8s", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
+}
+
+// newLeaseStore opens the lease object of coordinate.type (none for noop).
+func newLeaseStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, error) {
+	c := cfg.Coordinate
+	switch c.Type {
+	case config.CoordinateFileLease:
+		return file.New(file.Config{Path: c.FileLease.Path})
+	case config.CoordinateS3Lease:
+		return newS3(ctx, c.S3Lease.S3Object)
+	case config.CoordinateGCSLease:
+		return newGCS(ctx, c.GCSLease.GCSObject)
+	case config.CoordinateK8sLease:
+		return k8s.New(k8s.Config{Namespace: c.K8sLease.Namespace, Name: c.K8sLease.Name, Kubeconfig: c.K8sLease.Kubeconfig})
+	}
+	return nil, fmt.Errorf("coordinate.type %q has no lease object", c.Type)
 }
 
 // leaseConfig maps the selected lease section onto the keeper's config.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/file"
-	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
@@ -38,16 +37,7 @@ func openState(cmd *cobra.Command, cfgPath string) (*stateSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx := cmd.Context()
-	var store ports.ObjectCAS
-	switch cfg.State.Store {
-	case config.StoreFile:
-		store, err = file.New(file.Config{Path: cfg.State.File.Path})
-	case config.StoreS3:
-		store, err = newS3(ctx, cfg.State.S3)
-	case config.StoreGCS:
-		store, err = newGCS(ctx, cfg.State.GCS)
-	}
+	store, err := newStateStore(cmd.Context(), cfg)
 	if err != nil {
 		return nil, &ExitError{Code: ExitInvalidConfig, Err: err}
 	}
@@ -56,6 +46,20 @@ func openState(cmd *cobra.Command, cfgPath string) (*stateSession, error) {
 		return nil, err
 	}
 	return &stateSession{cfg: cfg, committer: c, store: store, release: closer(store)}, nil
+}
+
+// readState opens the document and returns a copy of it.
+func readState(cmd *cobra.Command, cfgPath string) (map[string]string, error) {
+	s, err := openState(cmd, cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release()
+	doc, err := s.committer.Load(cmd.Context())
+	if err != nil {
+		return nil, &ExitError{Code: 1, Err: err}
+	}
+	return doc, nil
 }
 
 // ensureNoLeader refuses a write while a daemon may lead: a lease with a
@@ -77,18 +81,7 @@ func (s *stateSession) ensureNoLeader(ctx context.Context, force bool) (func(), 
 		}
 		return func() { _ = lock.Release() }, nil
 	}
-	var lease ports.ObjectCAS
-	var err error
-	switch c.Type {
-	case config.CoordinateFileLease:
-		lease, err = file.New(file.Config{Path: c.FileLease.Path})
-	case config.CoordinateS3Lease:
-		lease, err = newS3(ctx, c.S3Lease.S3Object)
-	case config.CoordinateGCSLease:
-		lease, err = newGCS(ctx, c.GCSLease.GCSObject)
-	case config.CoordinateK8sLease:
-		lease, err = k8s.New(k8s.Config{Namespace: c.K8sLease.Namespace, Name: c.K8sLease.Name, Kubeconfig: c.K8sLease.Kubeconfig})
-	}
+	lease, err := newLeaseStore(ctx, s.cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -131,14 +124,9 @@ func newStateCommand() *cobra.Command {
 		Short: "Print the checkpoints (key<TAB>value, sorted)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := openState(cmd, cfgPath)
+			doc, err := readState(cmd, cfgPath)
 			if err != nil {
 				return err
-			}
-			defer s.release()
-			doc, err := s.committer.Load(cmd.Context())
-			if err != nil {
-				return &ExitError{Code: 1, Err: err}
 			}
 			match := globMatcher(glob)
 			out := map[string]string{}
@@ -230,14 +218,9 @@ func newStateCommand() *cobra.Command {
 		Short: "Print the document as sorted, pretty JSON",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := openState(cmd, cfgPath)
+			doc, err := readState(cmd, cfgPath)
 			if err != nil {
 				return err
-			}
-			defer s.release()
-			doc, err := s.committer.Load(cmd.Context())
-			if err != nil {
-				return &ExitError{Code: 1, Err: err}
 			}
 			if !includeReserved {
 				delete(doc, domain.FenceEpochKey)

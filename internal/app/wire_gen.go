@@ -47,7 +47,7 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daem
 	if err != nil {
 		return nil, nil, err
 	}
-	appLeaseStore, cleanup2, err := provideFileLeaseStore(cfg, o, telemetry)
+	appLeaseStore, cleanup2, err := provideFileLeaseStore(ctx, cfg, o, telemetry)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -90,7 +90,7 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 	if err != nil {
 		return nil, nil, err
 	}
-	appLeaseStore, cleanup2, err := provideK8sLeaseStore(cfg, o, telemetry)
+	appLeaseStore, cleanup2, err := provideK8sLeaseStore(ctx, cfg, o, telemetry)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
