@@ -228,3 +228,6 @@ func docOf(t *testing.T, m *porttest.MemoryCAS) map[string]string {
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
+
+// waitIdle waits until every goroutine in the bubble is blocked.
+func waitIdle() { synctest.Wait() }

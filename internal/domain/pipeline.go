@@ -1,0 +1,368 @@
+package domain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// LaneConfig bounds one lane's queue and shapes its batches.
+type LaneConfig struct {
+	// QueueEntries and QueueBytes bound the queue (a full queue blocks the
+	// sources: backpressure, never a drop). QueueBytes 0 means no byte bound.
+	QueueEntries int
+	QueueBytes   int64
+	// A batch is pushed at BatchEntries entries, BatchBytes bytes, or
+	// BatchWait after its first entry, whichever comes first.
+	BatchEntries int
+	BatchBytes   int64
+	BatchWait    time.Duration
+}
+
+// DefaultLane is sized for a 512 MiB container: two lanes of at most 64 MiB
+// queued each.
+var DefaultLane = LaneConfig{QueueEntries: 10000, QueueBytes: 64 << 20, BatchEntries: 1000, BatchBytes: 1 << 20, BatchWait: time.Second}
+
+// PipelineConfig configures a Pipeline.
+type PipelineConfig struct {
+	Realtime, Bulk LaneConfig
+	// RetryMin and RetryMax bound the backoff between pushes of a batch the
+	// sink refused transiently (defaults 1s and 30s).
+	RetryMin, RetryMax time.Duration
+	// Jitter spreads backoffs (nil: math/rand/v2).
+	Jitter func() float64
+	Logger *slog.Logger
+}
+
+// CheckpointWriter is what the pipeline commits through: the
+// CheckpointCommitter.
+type CheckpointWriter interface {
+	CommitMany(ctx context.Context, kv map[string]string) error
+}
+
+// Pipeline moves entries from sources through two lanes to the sink and
+// commits each batch's checkpoints only after the sink accepted it.
+type Pipeline struct {
+	sink  ports.Sink
+	clock ports.Clock
+	cfg   PipelineConfig
+	retry RetryPolicy
+	log   *slog.Logger
+}
+
+// NewPipeline validates cfg and returns a pipeline.
+func NewPipeline(sink ports.Sink, clock ports.Clock, cfg PipelineConfig) (*Pipeline, error) {
+	if sink == nil || clock == nil {
+		return nil, configErrorf("pipeline needs a sink and a clock")
+	}
+	for name, l := range map[string]*LaneConfig{"realtime": &cfg.Realtime, "bulk": &cfg.Bulk} {
+		if *l == (LaneConfig{}) {
+			*l = DefaultLane
+		}
+		if l.QueueEntries < 1 || l.BatchEntries < 1 || l.BatchBytes < 1 || l.BatchWait <= 0 || l.QueueBytes < 0 {
+			return nil, configErrorf("pipeline %s lane: queue entries, batch entries, batch bytes and batch wait must be positive: %+v", name, *l)
+		}
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = time.Second
+	}
+	if cfg.RetryMax < cfg.RetryMin {
+		cfg.RetryMax = max(30*time.Second, cfg.RetryMin)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	retry := RetryPolicy{MaxAttempts: 1, BaseDelay: cfg.RetryMin, MaxDelay: cfg.RetryMax, Jitter: cfg.Jitter}.withDefaults()
+	return &Pipeline{sink: sink, clock: clock, cfg: cfg, retry: retry, log: log}, nil
+}
+
+// entryCost is what an entry charges against its lane's byte budget.
+func entryCost(e ports.Entry) int64 {
+	if e.CheckpointOnly {
+		return 0
+	}
+	n := len(e.Line) + 64 + len(e.Checkpoint.Value)
+	for k, v := range e.Labels {
+		n += len(k) + len(v)
+	}
+	for k, v := range e.Metadata {
+		n += len(k) + len(v)
+	}
+	return int64(n)
+}
+
+// budget bounds the bytes queued in a lane. Admission waits until the lane
+// is under budget and then charges, so one oversized entry cannot deadlock.
+type budget struct {
+	mu    sync.Mutex
+	used  int64
+	max   int64
+	freed chan struct{}
+}
+
+func (b *budget) acquire(ctx context.Context, n int64) error {
+	for {
+		b.mu.Lock()
+		if b.max == 0 || b.used < b.max {
+			b.used += n
+			b.mu.Unlock()
+			return nil
+		}
+		ch := b.freed
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *budget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	close(b.freed)
+	b.freed = make(chan struct{})
+}
+
+type lane struct {
+	name  string
+	cfg   LaneConfig
+	ch    chan ports.Entry
+	bytes *budget
+}
+
+// poison records keys whose batch was abandoned: no later commit for them
+// may leapfrog it in this run.
+type poison struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func (p *poison) add(batch []ports.Entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range batch {
+		if e.Checkpoint.Key != "" {
+			p.keys[e.Checkpoint.Key] = true
+		}
+	}
+}
+
+func (p *poison) has(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keys[key]
+}
+
+// Run runs the sources until ctx ends or one fails, then drains: what is
+// queued is pushed and committed with drain (which the caller keeps live for
+// the shutdown grace while the fence still holds). Anything not pushed by
+// then stays uncommitted and is re-ingested by the next leader. It returns
+// the first fatal error: a sink's non-transient error, a fence or conflict
+// from the committer, or a source's failure.
+func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, resume func(string) (string, bool), sources []ports.Source) error {
+	lanes := map[ports.Lane]*lane{
+		ports.LaneRealtime: newLane("realtime", p.cfg.Realtime),
+		ports.LaneBulk:     newLane("bulk", p.cfg.Bulk),
+	}
+	srcCtx, stopSources := context.WithCancelCause(ctx)
+	defer stopSources(nil)
+	var (
+		errMu    sync.Mutex
+		firstErr error
+	)
+	fail := func(err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+		stopSources(err)
+	}
+	var producers = map[ports.Lane]*sync.WaitGroup{ports.LaneRealtime: {}, ports.LaneBulk: {}}
+	for _, s := range sources {
+		l := lanes[s.Lane()]
+		producers[s.Lane()].Go(func() {
+			emit := func(e ports.Entry) error { return l.push(srcCtx, e) }
+			if err := s.Run(srcCtx, resume, emit); err != nil && srcCtx.Err() == nil {
+				fail(fmt.Errorf("source %s: %w", s.Name(), err))
+			}
+		})
+	}
+	var consumers sync.WaitGroup
+	poisoned := &poison{keys: map[string]bool{}}
+	for id, l := range lanes {
+		go func() {
+			producers[id].Wait()
+			close(l.ch)
+		}()
+		consumers.Go(func() {
+			if err := p.consume(drain, l, commits, poisoned); err != nil {
+				fail(err)
+			}
+		})
+	}
+	consumers.Wait()
+	return firstErr
+}
+
+func newLane(name string, cfg LaneConfig) *lane {
+	return &lane{name: name, cfg: cfg, ch: make(chan ports.Entry, cfg.QueueEntries),
+		bytes: &budget{max: cfg.QueueBytes, freed: make(chan struct{})}}
+}
+
+// push queues e, blocking while the lane is full.
+func (l *lane) push(ctx context.Context, e ports.Entry) error {
+	cost := entryCost(e)
+	if err := l.bytes.acquire(ctx, cost); err != nil {
+		return err
+	}
+	select {
+	case l.ch <- e:
+		return nil
+	case <-ctx.Done():
+		l.bytes.release(cost)
+		return ctx.Err()
+	}
+}
+
+// consume batches the lane until it is closed and empty. After a fatal
+// error it keeps emptying the lane (so producers never block) without
+// pushing.
+func (p *Pipeline) consume(drain context.Context, l *lane, commits CheckpointWriter, poisoned *poison) error {
+	var fatal error
+	for {
+		batch, cost, open := p.collect(l)
+		if len(batch) > 0 {
+			if fatal == nil {
+				fatal = p.flush(drain, l, batch, commits, poisoned)
+			} else {
+				poisoned.add(batch)
+			}
+			l.bytes.release(cost)
+		}
+		if !open {
+			return fatal
+		}
+	}
+}
+
+// collect takes one batch: it waits for a first entry, then gathers until
+// the batch is full, BatchWait has passed, or the lane is closed.
+func (p *Pipeline) collect(l *lane) (batch []ports.Entry, cost int64, open bool) {
+	e, ok := <-l.ch
+	if !ok {
+		return nil, 0, false
+	}
+	batch = append(make([]ports.Entry, 0, min(l.cfg.BatchEntries, 256)), e)
+	cost = entryCost(e)
+	timer := p.clock.NewTimer(l.cfg.BatchWait)
+	defer timer.Stop()
+	for len(batch) < l.cfg.BatchEntries && cost < l.cfg.BatchBytes {
+		select {
+		case e, ok := <-l.ch:
+			if !ok {
+				return batch, cost, false
+			}
+			batch = append(batch, e)
+			cost += entryCost(e)
+		case <-timer.C():
+			return batch, cost, true
+		}
+	}
+	return batch, cost, true
+}
+
+// flush pushes the batch's lines, retrying transient refusals until drain
+// ends, then commits the last value per key. An abandoned batch poisons its
+// keys.
+func (p *Pipeline) flush(drain context.Context, l *lane, batch []ports.Entry, commits CheckpointWriter, poisoned *poison) error {
+	lines := make([]ports.Entry, 0, len(batch))
+	for _, e := range batch {
+		if !e.CheckpointOnly {
+			lines = append(lines, e)
+		}
+	}
+	if len(lines) > 0 {
+		if err := p.untilDone(drain, "push", func() error { return p.sink.Push(drain, lines) }); err != nil {
+			poisoned.add(batch)
+			if errors.Is(err, errAbandoned) {
+				p.log.Warn("batch abandoned uncommitted at shutdown; the next leader re-ingests it", "lane", l.name, "entries", len(lines))
+				return nil
+			}
+			return fmt.Errorf("sink: %w", err)
+		}
+	}
+	kv := map[string]string{}
+	for _, e := range batch {
+		if e.Checkpoint.Key != "" && !poisoned.has(e.Checkpoint.Key) {
+			kv[e.Checkpoint.Key] = e.Checkpoint.Value
+		}
+	}
+	if len(kv) == 0 {
+		return nil
+	}
+	err := p.untilDone(drain, "commit", func() error {
+		err := commits.CommitMany(drain, kv)
+		if errors.Is(err, ErrFenced) || errors.Is(err, ErrConflict) {
+			return &stopRetrying{err}
+		}
+		if err != nil {
+			return ports.Transient("commit", err)
+		}
+		return nil
+	})
+	if err != nil {
+		poisoned.add(batch)
+		if errors.Is(err, errAbandoned) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+var errAbandoned = errors.New("abandoned: the drain deadline passed")
+
+// stopRetrying wraps an error that ends the retries at once.
+type stopRetrying struct{ err error }
+
+func (s *stopRetrying) Error() string { return s.err.Error() }
+func (s *stopRetrying) Unwrap() error { return s.err }
+
+// untilDone retries op while it fails transiently, with backoff, until ctx
+// ends (errAbandoned). A non-transient error returns at once.
+func (p *Pipeline) untilDone(ctx context.Context, what string, op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		var stop *stopRetrying
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &stop):
+			return stop.err
+		case ctx.Err() != nil:
+			return errAbandoned
+		case !ports.IsTransient(err):
+			return err
+		}
+		d := p.retry.backoff(attempt, err)
+		p.log.Warn(what+" failed; retrying", "attempt", attempt, "wait", d, "error", err)
+		select {
+		case <-p.clock.After(d):
+		case <-ctx.Done():
+			return errAbandoned
+		}
+	}
+}
