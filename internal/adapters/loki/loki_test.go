@@ -1,0 +1,381 @@
+package loki_test
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/snappy"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/loki"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// received is one decoded entry.
+type received struct {
+	Labels string
+	TS     time.Time
+	Line   string
+	Meta   map[string]string
+}
+
+// receiver is a Loki push endpoint that decodes exactly what it gets.
+type receiver struct {
+	mu       sync.Mutex
+	entries  []received
+	requests int
+	headers  []http.Header
+	answer   func(n int, entries int) (int, http.Header)
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var got []received
+	var err error
+	switch r.Header.Get("Content-Type") {
+	case "application/x-protobuf":
+		got, err = decodeProtobuf(body)
+	case "application/json":
+		got, err = decodeJSON(body)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.requests++
+	rc.headers = append(rc.headers, r.Header.Clone())
+	if err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	if rc.answer != nil {
+		if code, h := rc.answer(rc.requests, len(got)); code != 204 {
+			for k, v := range h {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(code)
+			return
+		}
+	}
+	rc.entries = append(rc.entries, got...)
+	w.WriteHeader(204)
+}
+
+func decodeProtobuf(body []byte) ([]received, error) {
+	raw, err := snappy.Decode(nil, body)
+	if err != nil {
+		return nil, err
+	}
+	var out []received
+	err = fields(raw, func(_ protowire.Number, v []byte) error {
+		var labels string
+		return fields(v, func(num protowire.Number, v []byte) error {
+			switch num {
+			case 1:
+				labels = string(v)
+			case 2:
+				e := received{Labels: labels, Meta: map[string]string{}}
+				var sec, ns uint64
+				err := fields(v, func(num protowire.Number, v []byte) error {
+					switch num {
+					case 1:
+						return varints(v, func(n protowire.Number, x uint64) {
+							if n == 1 {
+								sec = x
+							} else {
+								ns = x
+							}
+						})
+					case 2:
+						e.Line = string(v)
+					case 3:
+						var k, val string
+						_ = fields(v, func(n protowire.Number, b []byte) error {
+							if n == 1 {
+								k = string(b)
+							} else {
+								val = string(b)
+							}
+							return nil
+						})
+						e.Meta[k] = val
+					}
+					return nil
+				})
+				e.TS = time.Unix(int64(sec), int64(ns)).UTC()
+				out = append(out, e)
+				return err
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// fields walks length-delimited fields of a message.
+func fields(b []byte, f func(protowire.Number, []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return fmt.Errorf("bad tag (type %d)", typ)
+		}
+		b = b[n:]
+		v, m := protowire.ConsumeBytes(b)
+		if m < 0 {
+			return fmt.Errorf("bad bytes")
+		}
+		if err := f(num, v); err != nil {
+			return err
+		}
+		b = b[m:]
+	}
+	return nil
+}
+
+func varints(b []byte, f func(protowire.Number, uint64)) error {
+	for len(b) > 0 {
+		num, _, n := protowire.ConsumeTag(b)
+		b = b[n:]
+		x, m := protowire.ConsumeVarint(b)
+		if n < 0 || m < 0 {
+			return fmt.Errorf("bad varint")
+		}
+		f(num, x)
+		b = b[m:]
+	}
+	return nil
+}
+
+func decodeJSON(body []byte) ([]received, error) {
+	zr, err := gzip.NewReader(strings.NewReader(string(body)))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, err
+	}
+	var req struct {
+		Streams []struct {
+			Stream map[string]string   `json:"stream"`
+			Values [][]json.RawMessage `json:"values"`
+		} `json:"streams"`
+	}
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, err
+	}
+	var out []received
+	for _, s := range req.Streams {
+		var keys []string
+		for k, v := range s.Stream {
+			keys = append(keys, fmt.Sprintf("%s=%q", k, v))
+		}
+		for _, v := range s.Values {
+			var ts, line string
+			_ = json.Unmarshal(v[0], &ts)
+			_ = json.Unmarshal(v[1], &line)
+			e := received{Labels: strings.Join(keys, ","), Line: line, Meta: map[string]string{}}
+			if len(v) > 2 {
+				_ = json.Unmarshal(v[2], &e.Meta)
+			}
+			var ns int64
+			if _, err := fmt.Sscan(ts, &ns); err != nil {
+				return nil, err
+			}
+			e.TS = time.Unix(0, ns).UTC()
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func newSink(t *testing.T, url string, mutate ...func(*loki.Config)) *loki.Sink {
+	t.Helper()
+	cfg := loki.Config{URL: url, Backoff: time.Millisecond, Labels: map[string]string{"job": "sf2loki"}}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	s, err := loki.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var ts0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+
+func batch(n int) []ports.Entry {
+	out := make([]ports.Entry, n)
+	for i := range out {
+		src := "pubsub"
+		if i%2 == 1 {
+			src = "eventlogfile"
+		}
+		out[i] = ports.Entry{Time: ts0.Add(time.Duration(i) * time.Nanosecond), Line: fmt.Sprintf(`{"n":%d}`, i),
+			Labels:   map[string]string{"source": src, "event_type": "Login\"Event"},
+			Metadata: map[string]string{"user_id": fmt.Sprintf("005%03d", i), "trace_id": "abc"}}
+	}
+	return out
+}
+
+func TestPushDecodesExactly(t *testing.T) {
+	for _, enc := range []string{"protobuf", "json"} {
+		t.Run(enc, func(t *testing.T) {
+			rc := &receiver{}
+			srv := httptest.NewServer(rc)
+			defer srv.Close()
+			s := newSink(t, srv.URL, func(c *loki.Config) { c.Encoding = enc; c.TenantID = "acme" })
+			b := batch(6)
+			if err := s.Push(t.Context(), b); err != nil {
+				t.Fatal(err)
+			}
+			if len(rc.entries) != 6 || rc.requests != 1 {
+				t.Fatalf("%d entries in %d requests", len(rc.entries), rc.requests)
+			}
+			for _, got := range rc.entries {
+				var n int
+				if _, err := fmt.Sscanf(got.Line, `{"n":%d}`, &n); err != nil {
+					t.Fatal(err)
+				}
+				want := b[n]
+				if !got.TS.Equal(want.Time) || got.Meta["user_id"] != want.Metadata["user_id"] || got.Meta["trace_id"] != "abc" {
+					t.Fatalf("entry %d: %+v", n, got)
+				}
+				if enc == "protobuf" && got.Labels != fmt.Sprintf(`{event_type="Login\"Event",job="sf2loki",source=%q}`, want.Labels["source"]) {
+					t.Fatalf("labels %s", got.Labels)
+				}
+			}
+			if rc.headers[0].Get("X-Scope-OrgID") != "acme" {
+				t.Fatalf("tenant header %v", rc.headers[0])
+			}
+			if s.Stats.EntriesPushed.Load() != 6 || s.Stats.BytesPushed.Load() == 0 {
+				t.Fatal("stats not counted")
+			}
+		})
+	}
+}
+
+func TestRetriesHonourRetryAfterThenTransient(t *testing.T) {
+	rc := &receiver{answer: func(n, _ int) (int, http.Header) {
+		switch n {
+		case 1:
+			return 429, http.Header{"Retry-After": {"1"}}
+		case 2:
+			return 500, nil
+		}
+		return 204, nil
+	}}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	s := newSink(t, srv.URL)
+	start := time.Now()
+	if err := s.Push(t.Context(), batch(2)); err != nil {
+		t.Fatal(err)
+	}
+	if rc.requests != 3 || len(rc.entries) != 2 || time.Since(start) < time.Second {
+		t.Fatalf("%d requests, %d entries after %s; want a retry after the 1s Retry-After, then after the 500", rc.requests, len(rc.entries), time.Since(start))
+	}
+	rc.answer = func(int, int) (int, http.Header) { return 503, nil }
+	err := s.Push(t.Context(), batch(1))
+	if !ports.IsTransient(err) {
+		t.Fatalf("after the attempts: %v, want transient for the pipeline to retry", err)
+	}
+}
+
+func TestSplitOn413And400DropsOnlyTheLoneRejectedEntry(t *testing.T) {
+	rc := &receiver{}
+	rc.answer = func(_ int, entries int) (int, http.Header) {
+		if entries > 2 {
+			return 413, nil
+		}
+		return 204, nil
+	}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	s := newSink(t, srv.URL)
+	if err := s.Push(t.Context(), batch(8)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.entries) != 8 {
+		t.Fatalf("after splitting: %d of 8 entries", len(rc.entries))
+	}
+	// One poisoned entry is dropped; the rest go through.
+	rc.entries = nil
+	rc.answer = func(_ int, _ int) (int, http.Header) { return 204, nil }
+	bad := batch(5)
+	bad[3].Line = "REJECT"
+	rc.answer = nil
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got, _ := decodeProtobuf(body)
+		for _, e := range got {
+			if e.Line == "REJECT" {
+				w.WriteHeader(400)
+				return
+			}
+		}
+		rc.mu.Lock()
+		rc.entries = append(rc.entries, got...)
+		rc.mu.Unlock()
+		w.WriteHeader(204)
+	})
+	if err := s.Push(t.Context(), bad); err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.entries) != 4 || s.Stats.Dropped()["bad_request"] != 1 {
+		t.Fatalf("%d entries pushed, dropped %v; want 4 and one bad_request", len(rc.entries), s.Stats.Dropped())
+	}
+}
+
+func TestLineCapAndLabelAllowlist(t *testing.T) {
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	s := newSink(t, srv.URL, func(c *loki.Config) { c.MaxLineBytes = 100 })
+	long := strings.Repeat("é", 200) // 400 bytes
+	if err := s.Push(t.Context(), []ports.Entry{{Time: ts0, Line: long}}); err != nil {
+		t.Fatal(err)
+	}
+	got := rc.entries[0].Line
+	if len(got) > 100 || !utf8.ValidString(got) || !strings.Contains(got, "truncated, 400 bytes") || s.Stats.LinesTruncated.Load() != 1 {
+		t.Fatalf("truncated line %q (%d bytes)", got, len(got))
+	}
+	for _, bad := range []map[string]string{{"user_id": "x"}, {"source": "x"}} {
+		if _, err := loki.New(loki.Config{URL: "http://x", Labels: bad}); err == nil {
+			t.Errorf("labels %v accepted", bad)
+		}
+	}
+	if _, err := loki.New(loki.Config{URL: "http://x", Encoding: "xml"}); err == nil {
+		t.Error("encoding xml accepted")
+	}
+}
+
+func TestAuthHeaders(t *testing.T) {
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	for _, tc := range []struct {
+		cfg  func(*loki.Config)
+		want func(http.Header) bool
+	}{
+		{func(c *loki.Config) { c.AuthToken = "tok" }, func(h http.Header) bool { return h.Get("Authorization") == "Bearer tok" }},
+		{func(c *loki.Config) { c.AuthToken, c.TenantID = "tok", "acme" }, func(h http.Header) bool {
+			return strings.HasPrefix(h.Get("Authorization"), "Basic ") && h.Get("X-Scope-OrgID") == ""
+		}},
+	} {
+		rc.headers = nil
+		if err := newSink(t, srv.URL, tc.cfg).Push(t.Context(), batch(1)); err != nil {
+			t.Fatal(err)
+		}
+		if !tc.want(rc.headers[0]) {
+			t.Fatalf("headers %v", rc.headers[0])
+		}
+	}
+}
