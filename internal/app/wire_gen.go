@@ -33,7 +33,12 @@ func buildNoop(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, f
 		cleanup()
 		return nil, nil, err
 	}
-	workload := provideWorkload(o)
+	workload, err := provideWorkload(cfg, o, clock, logger)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
 	return daemon, func() {
 		cleanup2()
@@ -75,7 +80,13 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daem
 		cleanup()
 		return nil, nil, err
 	}
-	workload := provideWorkload(o)
+	workload, err := provideWorkload(cfg, o, clock, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
 	return daemon, func() {
 		cleanup3()
@@ -118,7 +129,13 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 		cleanup()
 		return nil, nil, err
 	}
-	workload := provideWorkload(o)
+	workload, err := provideWorkload(cfg, o, clock, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
 	return daemon, func() {
 		cleanup3()
@@ -161,7 +178,13 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon
 		cleanup()
 		return nil, nil, err
 	}
-	workload := provideWorkload(o)
+	workload, err := provideWorkload(cfg, o, clock, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
 	return daemon, func() {
 		cleanup3()
@@ -204,7 +227,13 @@ func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 		cleanup()
 		return nil, nil, err
 	}
-	workload := provideWorkload(o)
+	workload, err := provideWorkload(cfg, o, clock, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
 	return daemon, func() {
 		cleanup3()

@@ -10,6 +10,37 @@ type Config struct {
 	State      State      `yaml:"state" mapstructure:"state" doc:"Where the checkpoint document lives. It is shared by all replicas and written only by the leader, fenced by its epoch."`
 	Service    Service    `yaml:"service" mapstructure:"service" doc:"The process: health and metrics endpoint, shutdown, logging."`
 	Telemetry  Telemetry  `yaml:"telemetry" mapstructure:"telemetry" doc:"Traces over OTLP/HTTP. Metrics are always served on service.health_addr /metrics."`
+	Sources    Sources    `yaml:"sources" mapstructure:"sources" doc:"What the leader ingests. With no source enabled the leader holds leadership and ingests nothing."`
+	Sink       Sink       `yaml:"sink" mapstructure:"sink" doc:"Where entries go."`
+}
+
+// Sources configures the sources.
+type Sources struct {
+	Synthetic Synthetic `yaml:"synthetic" mapstructure:"synthetic" doc:"Salesforce-shaped test events (LoginEvent-, ApiEvent-like JSON) with a sequence checkpoint: for demos, soak tests and benchmarks."`
+}
+
+// Synthetic configures the synthetic source.
+type Synthetic struct {
+	Rate       int      `yaml:"rate" mapstructure:"rate" default:"0" doc:"Events per second; 0 disables the source."`
+	EventTypes []string `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Event types to generate, round robin; empty means LoginEvent and ApiEvent."`
+}
+
+// Sink configures where entries go.
+type Sink struct {
+	Loki LokiSink `yaml:"loki" mapstructure:"loki" doc:"Grafana Loki's push API (or a compatible receiver)."`
+}
+
+// LokiSink configures the Loki push client.
+type LokiSink struct {
+	URL           string            `yaml:"url" mapstructure:"url" default:"" doc:"The push endpoint, e.g. http://loki:3100/loki/api/v1/push. Required when a source is enabled."`
+	TenantID      string            `yaml:"tenant_id" mapstructure:"tenant_id" default:"" doc:"Sent as X-Scope-OrgID (or as the basic-auth user when a token is set)."`
+	AuthToken     string            `yaml:"auth_token" mapstructure:"auth_token" default:"" doc:"A token (secret): basic auth with tenant_id or basic_auth_user, else a bearer token. Prefer auth_token_file."`
+	AuthTokenFile string            `yaml:"auth_token_file" mapstructure:"auth_token_file" default:"" doc:"A file holding the token (trimmed); used when auth_token is empty."`
+	BasicAuthUser string            `yaml:"basic_auth_user" mapstructure:"basic_auth_user" default:"" doc:"The basic-auth user for the token (default tenant_id)."`
+	Encoding      string            `yaml:"encoding" mapstructure:"encoding" default:"protobuf" enum:"protobuf,json" doc:"protobuf (snappy; Loki's canonical format) or json (gzip; for debugging)."`
+	Labels        map[string]string `yaml:"labels" mapstructure:"labels" default:"" doc:"Static labels on every stream; only job, service_name, sf_org_id, environment and org are allowed."`
+	MaxLineBytes  int               `yaml:"max_line_bytes" mapstructure:"max_line_bytes" default:"262144" doc:"Longer lines are truncated on a UTF-8 boundary with a marker giving the original size."`
+	Timeout       time.Duration     `yaml:"timeout" mapstructure:"timeout" default:"30s" doc:"Bound on each push request."`
 }
 
 // Coordinate types.

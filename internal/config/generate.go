@@ -41,6 +41,8 @@ func yamlValue(f Field) string {
 	switch {
 	case f.Type == "map of string":
 		return "{}"
+	case f.Type == "list of string":
+		return "[]"
 	case f.Type == "duration":
 		return v
 	case v == "" || strings.ContainsAny(v, ":#{}[],&*!|>'\"%@`") || strings.TrimSpace(v) != v:

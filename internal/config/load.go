@@ -84,7 +84,7 @@ func Load(path string) (*Config, []string, error) {
 
 	v := viper.New()
 	for _, f := range Schema() {
-		if !f.Section && f.Type != "map of string" {
+		if !f.Section && f.Type != "map of string" && f.Type != "list of string" {
 			v.SetDefault(f.Path, f.Default)
 		}
 	}

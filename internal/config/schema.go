@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -78,6 +79,8 @@ func typeName(t reflect.Type) string {
 		return "duration"
 	case t.Kind() == reflect.Map:
 		return "map of string"
+	case t.Kind() == reflect.Slice:
+		return "list of string"
 	}
 	return t.Kind().String()
 }
@@ -105,6 +108,12 @@ func Defaults() *Config {
 		switch f.kind {
 		case reflect.String:
 			fv.SetString(f.Default)
+		case reflect.Int:
+			n, err := strconv.Atoi(f.Default)
+			if err != nil {
+				panic(fmt.Sprintf("config: default of %s: %v", f.Path, err))
+			}
+			fv.SetInt(int64(n))
 		case reflect.Int64:
 			d, err := time.ParseDuration(f.Default)
 			if err != nil {

@@ -80,6 +80,15 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	if path, same := c.leaseIsCheckpoint(); same {
 		add(path, "the lease and the checkpoint document are the same object (%s); they must be separate objects, each with its own version", c.leaseURI())
 	}
+	if c.Sources.Synthetic.Rate < 0 {
+		add("sources.synthetic.rate", "must be >= 0, got %d", c.Sources.Synthetic.Rate)
+	}
+	if c.Sources.Synthetic.Rate > 0 && c.Sink.Loki.URL == "" {
+		add("sink.loki.url", "required when a source is enabled (sources.synthetic.rate > 0)")
+	}
+	if c.Sink.Loki.MaxLineBytes < 0 || c.Sink.Loki.Timeout <= 0 {
+		add("sink.loki", "max_line_bytes must be >= 0 and timeout > 0")
+	}
 	if c.Service.ShutdownGrace <= 0 {
 		add("service.shutdown_grace", "must be > 0, got %s", c.Service.ShutdownGrace)
 	}

@@ -1,0 +1,80 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/loki"
+	"github.com/sf2loki/sf2loki/internal/adapters/synthetic"
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// pipelineWorkload runs the sources through the pipeline to the sink: the
+// leader's work.
+type pipelineWorkload struct {
+	pipeline *domain.Pipeline
+	sources  []ports.Source
+}
+
+// Run implements Workload: resume positions come from the claimed
+// checkpoint document; commits go through the fenced committer.
+func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
+	doc, err := lead.Committer.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load checkpoints: %w", err)
+	}
+	resume := func(key string) (string, bool) {
+		v, ok := doc[key]
+		return v, ok
+	}
+	return w.pipeline.Run(ctx, lead.Drain, lead.Committer, resume, w.sources)
+}
+
+// provideWorkload builds the pipeline when a source is enabled; otherwise
+// the leader holds leadership and ingests nothing.
+func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger) (Workload, error) {
+	if o.Workload != nil {
+		return o.Workload, nil
+	}
+	var sources []ports.Source
+	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
+		s, err := synthetic.New(synthetic.Config{Rate: float64(syn.Rate), EventTypes: syn.EventTypes})
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, s)
+	}
+	if len(sources) == 0 {
+		return idle{}, nil
+	}
+	sink, err := newLokiSink(cfg.Sink.Loki, log)
+	if err != nil {
+		return nil, err
+	}
+	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &pipelineWorkload{pipeline: p, sources: sources}, nil
+}
+
+func newLokiSink(c config.LokiSink, log *slog.Logger) (*loki.Sink, error) {
+	token := c.AuthToken
+	if token == "" && c.AuthTokenFile != "" {
+		b, err := os.ReadFile(c.AuthTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("sink.loki.auth_token_file: %w (the daemon's user must be able to read it)", err)
+		}
+		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return nil, fmt.Errorf("sink.loki.auth_token_file %s is empty", c.AuthTokenFile)
+		}
+	}
+	return loki.New(loki.Config{URL: c.URL, TenantID: c.TenantID, AuthToken: token, BasicAuthUser: c.BasicAuthUser,
+		Encoding: c.Encoding, Labels: c.Labels, MaxLineBytes: c.MaxLineBytes, Timeout: c.Timeout, Logger: log})
+}
