@@ -212,7 +212,6 @@ func provideCommitter(state StateStore, clk ports.Clock, fence Fence, t *Telemet
 	return domain.NewCheckpointCommitter(state, clk, domain.CommitterConfig{Fence: fence, Observer: t, Logger: log})
 }
 
-
 // Provider sets used by the injectors in wire.go (built with the
 // wireinject tag, hence invisible to the unused check).
 var commonSet = wire.NewSet( //nolint:unused // used by wire.go
