@@ -17,6 +17,7 @@ VERSITYGW_VERSION     := v1.8.0
 # (their go.mod files hold the versions; these name the stamps).
 ETCD_VERSION          := v3.7.3
 KUBE_APISERVER_VERSION := v1.37.2
+VICTORIALOGS_VERSION  := v1.52.2
 
 export PATH := $(BIN):$(PATH)
 
@@ -68,7 +69,14 @@ $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION):
 
 # Test servers. GCS needs none: the tests run fake-gcs-server in process.
 .PHONY: test-tools
-test-tools: $(BIN)/.versitygw-$(VERSITYGW_VERSION) $(BIN)/.etcd-$(ETCD_VERSION) $(BIN)/.kube-apiserver-$(KUBE_APISERVER_VERSION)
+test-tools: $(BIN)/.versitygw-$(VERSITYGW_VERSION) $(BIN)/.etcd-$(ETCD_VERSION) $(BIN)/.kube-apiserver-$(KUBE_APISERVER_VERSION) $(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION)
+
+# VictoriaLogs: a real log database that accepts Loki's push API (the Loki
+# push peer for the pipeline tests and the demo).
+$(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION):
+	mkdir -p $(BIN)
+	CGO_ENABLED=0 GOBIN=$(BIN) $(GO) install -ldflags='-s -w' github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs@$(VICTORIALOGS_VERSION)
+	touch $@
 
 $(BIN)/.etcd-$(ETCD_VERSION):
 	mkdir -p $(BIN)
