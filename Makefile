@@ -56,6 +56,10 @@ generate: ## Regenerate wire_gen.go, the example configuration and the configura
 bench: ## Benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: demo
+demo: build $(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION) ## Run VictoriaLogs and two replicas with the synthetic source (Ctrl-C stops)
+	./scripts/demo.sh
+
 .PHONY: tools
 tools: lint-tools test-tools ## Install pinned tools and test servers into .bin/
 
