@@ -65,7 +65,8 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	cfg, warnings, err := config.Load(path)
 	if err != nil {
 		r.Checks = append(r.Checks, Check{"config", Fail, err.Error()},
-			Check{"state", Skip, "the configuration is invalid"}, Check{"coordinator", Skip, "the configuration is invalid"})
+			Check{"state", Skip, "the configuration is invalid"}, Check{"coordinator", Skip, "the configuration is invalid"},
+			Check{"loki", Skip, "the configuration is invalid"})
 		r.ExitCode = ExitInvalidConfig
 		return r
 	}
@@ -73,7 +74,7 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	for _, w := range warnings {
 		r.Checks = append(r.Checks, Check{"config", Warn, w})
 	}
-	r.Checks = append(r.Checks, checkState(ctx, cfg), checkCoordinator(ctx, cfg))
+	r.Checks = append(r.Checks, checkState(ctx, cfg), checkCoordinator(ctx, cfg), checkLoki(ctx, cfg))
 	for _, c := range r.Checks {
 		if c.Status == Fail {
 			r.ExitCode = 1
@@ -228,6 +229,30 @@ func fileSidecar(p probe) error {
 		return fmt.Errorf("cannot open the lock %s read-write: %w; give the daemon's user write access to it (chown or chmod)", lock, err)
 	}
 	return f.Close()
+}
+
+// checkLoki pushes one entry labelled source=sf2loki-doctor with structured
+// metadata: a backend that rejects metadata fails here, not in production.
+func checkLoki(ctx context.Context, cfg *config.Config) Check {
+	if cfg.Sink.Loki.URL == "" {
+		return Check{"loki", Skip, "sink.loki.url is not set"}
+	}
+	sink, err := newLokiSink(cfg.Sink.Loki, nil, nil)
+	if err != nil {
+		return Check{"loki", Fail, err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	e := ports.Entry{Time: time.Now(), Line: `{"sf2loki_doctor":"preflight push"}`,
+		Labels:   map[string]string{"source": "sf2loki-doctor"},
+		Metadata: map[string]string{"doctor_check": "structured_metadata"}}
+	if err := sink.Push(ctx, []ports.Entry{e}); err != nil {
+		return Check{"loki", Fail, fmt.Sprintf("push to %s failed: %v", cfg.Sink.Loki.URL, err)}
+	}
+	if d := sink.Stats.Dropped(); len(d) > 0 {
+		return Check{"loki", Fail, fmt.Sprintf("%s rejected an entry with structured metadata (%v): enable structured metadata (Loki schema v13, TSDB)", cfg.Sink.Loki.URL, d)}
+	}
+	return Check{"loki", Pass, fmt.Sprintf("pushed one entry with structured metadata to %s (source=sf2loki-doctor)", cfg.Sink.Loki.URL)}
 }
 
 func k8sProbe(ctx context.Context, l config.K8sLease) Check {

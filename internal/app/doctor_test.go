@@ -234,7 +234,7 @@ func TestDoctorEachCoordinatorReachesItsOwnProbe(t *testing.T) {
 
 func TestDoctorInvalidConfigAndJSON(t *testing.T) {
 	r := Doctor(t.Context(), writeConfig(t, "coordinate: {type: s3_lease}\n"))
-	if r.ExitCode != 2 || r.Checks[0].Status != Fail || r.Checks[1].Status != Skip || r.Checks[2].Status != Skip {
+	if r.ExitCode != 2 || r.Checks[0].Status != Fail || r.Checks[1].Status != Skip || r.Checks[2].Status != Skip || r.Checks[3].Status != Skip {
 		t.Fatalf("%+v", r)
 	}
 	var buf bytes.Buffer
@@ -242,12 +242,12 @@ func TestDoctorInvalidConfigAndJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back DoctorReport
-	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.ExitCode != 2 || len(back.Checks) != 3 {
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.ExitCode != 2 || len(back.Checks) != 4 {
 		t.Fatalf("JSON %s: %v", buf.String(), err)
 	}
 	buf.Reset()
 	_ = r.Write(&buf, false)
-	if !strings.Contains(buf.String(), "0 passed, 0 warned, 1 failed, 2 skipped") {
+	if !strings.Contains(buf.String(), "0 passed, 0 warned, 1 failed, 3 skipped") {
 		t.Fatalf("table:\n%s", buf.String())
 	}
 }
@@ -278,4 +278,31 @@ func httptestStripper(t *testing.T, target string) string {
 func k8sStore(t *testing.T, kube *testenv.KubeServer, ns string) (*k8s.Store, error) {
 	t.Helper()
 	return k8s.New(k8s.Config{Namespace: ns, Name: "sf2loki-leader", REST: kube.REST(testenv.KubeAdminToken)})
+}
+
+func TestDoctorLokiPushesWithStructuredMetadata(t *testing.T) {
+	logs := testenv.StartLogs(t)
+	dir := t.TempDir()
+	cfg := func(url string) string {
+		return fmt.Sprintf("state: {file: {path: %s/state.json}}\nsink: {loki: {url: %s}}\n", dir, url)
+	}
+	r := Doctor(t.Context(), writeConfig(t, cfg(logs.PushURL)))
+	if c := check(r, "loki"); c.Status != Pass || r.ExitCode != 0 {
+		t.Fatalf("loki check against VictoriaLogs: %+v", r.Checks)
+	}
+	if rows := logs.Query(t, `{source="sf2loki-doctor"} | fields doctor_check`); len(rows) != 1 || rows[0]["doctor_check"] != "structured_metadata" {
+		t.Fatalf("the doctor's entry read back: %v", rows)
+	}
+	// A backend without structured metadata answers 400.
+	noMeta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "structured metadata is not enabled", http.StatusBadRequest)
+	}))
+	defer noMeta.Close()
+	r = Doctor(t.Context(), writeConfig(t, cfg(noMeta.URL)))
+	if c := check(r, "loki"); c.Status != Fail || !strings.Contains(c.Detail, "structured metadata") || r.ExitCode != 1 {
+		t.Fatalf("loki check against a backend rejecting metadata: %+v", r.Checks)
+	}
+	if c := check(Doctor(t.Context(), writeConfig(t, fmt.Sprintf("state: {file: {path: %s/s2.json}}\n", dir))), "loki"); c.Status != Skip {
+		t.Fatalf("no sink configured: %+v", c)
+	}
 }

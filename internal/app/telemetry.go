@@ -24,6 +24,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/loki"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
@@ -35,6 +36,7 @@ import (
 type Telemetry struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
+	meter    metric.Meter
 	tracer   trace.Tracer
 
 	leader       atomic.Int64
@@ -79,6 +81,7 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 	t := &Telemetry{log: log, registry: reg, tracer: tp.Tracer("sf2loki"), counterTotal: map[string]int64{}}
 	meter := mp.Meter("sf2loki")
+	t.meter = meter
 	if err := t.instruments(meter); err != nil {
 		return nil, nil, err
 	}
@@ -127,6 +130,43 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	t.requests, err = m.Int64Counter("sf2loki_objectstore_requests", metric.WithDescription("Requests to the lease and checkpoint stores by backend, operation and outcome."))
 	errs = append(errs, err)
 	return errors.Join(errs...)
+}
+
+// RegisterSink exports the Loki sink's counters and returns the hook that
+// records push durations.
+func (t *Telemetry) RegisterSink(stats *loki.Stats) func(time.Duration) {
+	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_entries_pushed", metric.WithDescription("Entries Loki accepted."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(stats.EntriesPushed.Load())
+			return nil
+		}))
+	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_bytes_pushed", metric.WithDescription("Bytes of accepted push bodies (compressed)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(stats.BytesPushed.Load())
+			return nil
+		}))
+	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_entries_dropped", metric.WithDescription("Entries Loki rejected for good, by reason."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for reason, n := range stats.Dropped() {
+				o.Observe(n, metric.WithAttributes(attribute.String("reason", reason)))
+			}
+			return nil
+		}))
+	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_lines_truncated", metric.WithDescription("Lines cut to sink.loki.max_line_bytes."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(stats.LinesTruncated.Load())
+			return nil
+		}))
+	_, _ = t.meter.Float64ObservableGauge("sf2loki_loki_last_success_timestamp", metric.WithUnit("s"),
+		metric.WithDescription("Unix time of the last accepted push."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			if ns := stats.LastSuccess.Load(); ns > 0 {
+				o.Observe(float64(ns) / 1e9)
+			}
+			return nil
+		}))
+	h, _ := t.meter.Float64Histogram("sf2loki_loki_push_duration", metric.WithUnit("s"), metric.WithDescription("Time to push one batch, retries included."))
+	return func(d time.Duration) { h.Record(context.Background(), d.Seconds()) }
 }
 
 // MetricsHandler serves the Prometheus text exposition.

@@ -33,7 +33,7 @@ func buildNoop(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, f
 		cleanup()
 		return nil, nil, err
 	}
-	workload, err := provideWorkload(cfg, o, clock, logger)
+	workload, err := provideWorkload(cfg, o, clock, logger, telemetry)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -80,7 +80,7 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daem
 		cleanup()
 		return nil, nil, err
 	}
-	workload, err := provideWorkload(cfg, o, clock, logger)
+	workload, err := provideWorkload(cfg, o, clock, logger, telemetry)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -129,7 +129,7 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 		cleanup()
 		return nil, nil, err
 	}
-	workload, err := provideWorkload(cfg, o, clock, logger)
+	workload, err := provideWorkload(cfg, o, clock, logger, telemetry)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -178,7 +178,7 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon
 		cleanup()
 		return nil, nil, err
 	}
-	workload, err := provideWorkload(cfg, o, clock, logger)
+	workload, err := provideWorkload(cfg, o, clock, logger, telemetry)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -227,7 +227,7 @@ func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 		cleanup()
 		return nil, nil, err
 	}
-	workload, err := provideWorkload(cfg, o, clock, logger)
+	workload, err := provideWorkload(cfg, o, clock, logger, telemetry)
 	if err != nil {
 		cleanup3()
 		cleanup2()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/loki"
 	"github.com/sf2loki/sf2loki/internal/adapters/synthetic"
@@ -37,7 +38,7 @@ func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
 
 // provideWorkload builds the pipeline when a source is enabled; otherwise
 // the leader holds leadership and ingests nothing.
-func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger) (Workload, error) {
+func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry) (Workload, error) {
 	if o.Workload != nil {
 		return o.Workload, nil
 	}
@@ -52,7 +53,7 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 	if len(sources) == 0 {
 		return idle{}, nil
 	}
-	sink, err := newLokiSink(cfg.Sink.Loki, log)
+	sink, err := newLokiSink(cfg.Sink.Loki, log, t)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +64,11 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 	return &pipelineWorkload{pipeline: p, sources: sources}, nil
 }
 
-func newLokiSink(c config.LokiSink, log *slog.Logger) (*loki.Sink, error) {
+// newLokiSink builds the sink; with t, its counters are exported.
+func newLokiSink(c config.LokiSink, log *slog.Logger, t *Telemetry) (*loki.Sink, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	token := c.AuthToken
 	if token == "" && c.AuthTokenFile != "" {
 		b, err := os.ReadFile(c.AuthTokenFile)
@@ -75,6 +80,21 @@ func newLokiSink(c config.LokiSink, log *slog.Logger) (*loki.Sink, error) {
 			return nil, fmt.Errorf("sink.loki.auth_token_file %s is empty", c.AuthTokenFile)
 		}
 	}
-	return loki.New(loki.Config{URL: c.URL, TenantID: c.TenantID, AuthToken: token, BasicAuthUser: c.BasicAuthUser,
-		Encoding: c.Encoding, Labels: c.Labels, MaxLineBytes: c.MaxLineBytes, Timeout: c.Timeout, Logger: log})
+	cfg := loki.Config{URL: c.URL, TenantID: c.TenantID, AuthToken: token, BasicAuthUser: c.BasicAuthUser,
+		Encoding: c.Encoding, Labels: c.Labels, MaxLineBytes: c.MaxLineBytes, Timeout: c.Timeout, Logger: log}
+	if t == nil {
+		return loki.New(cfg)
+	}
+	var record func(time.Duration)
+	cfg.OnPush = func(d time.Duration) {
+		if record != nil {
+			record(d)
+		}
+	}
+	sink, err := loki.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	record = t.RegisterSink(sink.Stats)
+	return sink, nil
 }

@@ -393,3 +393,45 @@ func (s *repeatSource) Run(_ context.Context, _ func(string) (string, bool), emi
 	}
 	return nil
 }
+
+// Graceful drain: after the stop, queued entries are pushed and committed
+// while the fence holds; once it closes mid-drain, nothing more is
+// committed and the error surfaces.
+func TestPipelineDrainStopsCommittingWhenTheFenceCloses(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		lane := smallLane
+		lane.BatchEntries = 5
+		var mu sync.Mutex
+		fenced := false
+		log := &commitLog{err: func(int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if fenced {
+				return fmt.Errorf("commit: %w", domain.ErrFenced)
+			}
+			return nil
+		}}
+		sink := &recordingSink{gate: make(chan struct{})}
+		p := newPipeline(t, sink, clk, lane)
+		ctx, stop := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- p.Run(ctx, t.Context(), log, noResume, []ports.Source{&listSource{entries: entries("k", 0, 20), wait: true}})
+		}()
+		waitIdle()
+		stop() // graceful stop with 20 entries queued or in flight
+		sink.gate <- struct{}{}
+		waitIdle() // first batch pushed and committed during the drain
+		mu.Lock()
+		fenced = true // the fence closes mid-drain
+		mu.Unlock()
+		close(sink.gate)
+		settle(t, clk, time.Hour, func() bool { return len(done) == 1 })
+		if err := <-done; !errors.Is(err, domain.ErrFenced) {
+			t.Fatalf("Run: %v, want ErrFenced", err)
+		}
+		if c := log.all(); len(c) != 1 || c[0]["k"] != "000004" {
+			t.Fatalf("commits %v, want exactly the first batch's, made while the fence held", c)
+		}
+	})
+}

@@ -36,6 +36,9 @@ sink:
 	b := start(t, "b", cfg("b"))
 	b.waitReady(t, 503, "standby", slack)
 	time.Sleep(3 * time.Second)
+	if n := a.metric(t, "sf2loki_loki_entries_pushed_total"); n <= 0 {
+		t.Fatalf("the leader exported sf2loki_loki_entries_pushed_total = %v after 3s", n)
+	}
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +52,11 @@ sink:
 	case <-time.After(30 * time.Second):
 		t.Fatal("b did not stop")
 	}
-	rows := logs.Query(t, `{source="synthetic"} | fields event_type, sequence, job`)
+	rows := logs.Query(t, `{source="synthetic"} | fields event_type, sequence, job, user_id`)
 	seen := map[string]map[int]int{}
 	for _, r := range rows {
 		n, err := strconv.Atoi(r["sequence"])
-		if err != nil || r["job"] != "sf2loki" {
+		if err != nil || r["job"] != "sf2loki" || r["user_id"] == "" {
 			t.Fatalf("row %v", r)
 		}
 		if seen[r["event_type"]] == nil {

@@ -63,6 +63,8 @@ type Config struct {
 	Backoff    time.Duration
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// OnPush, if set, receives the duration of every Push.
+	OnPush func(time.Duration)
 }
 
 // Stats are the sink's counters.
@@ -149,6 +151,9 @@ func New(cfg Config) (*Sink, error) {
 
 // Push implements ports.Sink.
 func (s *Sink) Push(ctx context.Context, batch []ports.Entry) error {
+	if s.cfg.OnPush != nil {
+		defer func(start time.Time) { s.cfg.OnPush(time.Since(start)) }(time.Now())
+	}
 	prepared := make([]ports.Entry, len(batch))
 	for i, e := range batch {
 		prepared[i] = s.prepare(e)
