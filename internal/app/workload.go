@@ -81,7 +81,8 @@ func newLokiSink(c config.LokiSink, log *slog.Logger, t *Telemetry) (*loki.Sink,
 		}
 	}
 	cfg := loki.Config{URL: c.URL, TenantID: c.TenantID, AuthToken: token, BasicAuthUser: c.BasicAuthUser,
-		Encoding: c.Encoding, Labels: c.Labels, MaxLineBytes: c.MaxLineBytes, Timeout: c.Timeout, Logger: log}
+		Encoding: c.Encoding, Labels: c.Labels, StructuredMetadataFields: c.StructuredMetadataFields,
+		MaxLineBytes: c.MaxLineBytes, Timeout: c.Timeout, Logger: log}
 	if t == nil {
 		return loki.New(cfg)
 	}

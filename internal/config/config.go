@@ -32,15 +32,16 @@ type Sink struct {
 
 // LokiSink configures the Loki push client.
 type LokiSink struct {
-	URL           string            `yaml:"url" mapstructure:"url" default:"" doc:"The push endpoint, e.g. http://loki:3100/loki/api/v1/push. Required when a source is enabled."`
-	TenantID      string            `yaml:"tenant_id" mapstructure:"tenant_id" default:"" doc:"Sent as X-Scope-OrgID (or as the basic-auth user when a token is set)."`
-	AuthToken     string            `yaml:"auth_token" mapstructure:"auth_token" default:"" doc:"A token (secret): basic auth with tenant_id or basic_auth_user, else a bearer token. Prefer auth_token_file."`
-	AuthTokenFile string            `yaml:"auth_token_file" mapstructure:"auth_token_file" default:"" doc:"A file holding the token (trimmed); used when auth_token is empty."`
-	BasicAuthUser string            `yaml:"basic_auth_user" mapstructure:"basic_auth_user" default:"" doc:"The basic-auth user for the token (default tenant_id)."`
-	Encoding      string            `yaml:"encoding" mapstructure:"encoding" default:"protobuf" enum:"protobuf,json" doc:"protobuf (snappy; Loki's canonical format) or json (gzip; for debugging)."`
-	Labels        map[string]string `yaml:"labels" mapstructure:"labels" default:"" doc:"Static labels on every stream; only job, service_name, sf_org_id, environment and org are allowed."`
-	MaxLineBytes  int               `yaml:"max_line_bytes" mapstructure:"max_line_bytes" default:"262144" doc:"Longer lines are truncated on a UTF-8 boundary with a marker giving the original size."`
-	Timeout       time.Duration     `yaml:"timeout" mapstructure:"timeout" default:"30s" doc:"Bound on each push request."`
+	URL                      string            `yaml:"url" mapstructure:"url" default:"" doc:"The push endpoint, e.g. http://loki:3100/loki/api/v1/push. Required when a source is enabled."`
+	TenantID                 string            `yaml:"tenant_id" mapstructure:"tenant_id" default:"" doc:"Sent as X-Scope-OrgID (or as the basic-auth user when a token is set)."`
+	AuthToken                string            `yaml:"auth_token" mapstructure:"auth_token" default:"" doc:"A token (secret): basic auth with tenant_id or basic_auth_user, else a bearer token. Prefer auth_token_file."`
+	AuthTokenFile            string            `yaml:"auth_token_file" mapstructure:"auth_token_file" default:"" doc:"A file holding the token (trimmed); used when auth_token is empty."`
+	BasicAuthUser            string            `yaml:"basic_auth_user" mapstructure:"basic_auth_user" default:"" doc:"The basic-auth user for the token (default tenant_id)."`
+	Encoding                 string            `yaml:"encoding" mapstructure:"encoding" default:"protobuf" enum:"protobuf,json" doc:"protobuf (snappy; Loki's canonical format) or json (gzip; for debugging)."`
+	Labels                   map[string]string `yaml:"labels" mapstructure:"labels" default:"" doc:"Static labels on every stream; only job, service_name, sf_org_id, environment and org are allowed."`
+	StructuredMetadataFields []string          `yaml:"structured_metadata_fields" mapstructure:"structured_metadata_fields" default:"" doc:"Top-level keys of a JSON line promoted to structured metadata (user ids, IPs: never labels)."`
+	MaxLineBytes             int               `yaml:"max_line_bytes" mapstructure:"max_line_bytes" default:"262144" doc:"Longer lines are truncated on a UTF-8 boundary with a marker giving the original size."`
+	Timeout                  time.Duration     `yaml:"timeout" mapstructure:"timeout" default:"30s" doc:"Bound on each push request."`
 }
 
 // Coordinate types.

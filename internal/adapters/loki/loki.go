@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,9 @@ type Config struct {
 	Encoding string
 	// Labels are static labels merged over every entry's (allowlisted).
 	Labels map[string]string
+	// StructuredMetadataFields are top-level keys of a JSON line promoted to
+	// structured metadata (high-cardinality fields: user ids, IPs).
+	StructuredMetadataFields []string
 	// MaxLineBytes truncates longer lines on a UTF-8 boundary (0: 256 KiB).
 	MaxLineBytes int
 	// Timeout bounds each HTTP request (0: 30s).
@@ -173,11 +177,43 @@ func (s *Sink) prepare(e ports.Entry) ports.Entry {
 		}
 		e.Labels = labels
 	}
+	if len(s.cfg.StructuredMetadataFields) > 0 {
+		e.Metadata = promote(e.Line, e.Metadata, s.cfg.StructuredMetadataFields)
+	}
 	if s.cfg.MaxLineBytes > 0 && len(e.Line) > s.cfg.MaxLineBytes {
 		e.Line = truncate(e.Line, s.cfg.MaxLineBytes)
 		s.Stats.LinesTruncated.Add(1)
 	}
 	return e
+}
+
+// promote copies the named top-level fields of a JSON object line into
+// the metadata (scalars only; the entry's own metadata wins).
+func promote(line string, meta map[string]string, fields []string) map[string]string {
+	if len(line) == 0 || line[0] != '{' {
+		return meta
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(line), &obj) != nil {
+		return meta
+	}
+	out := make(map[string]string, len(meta)+len(fields))
+	for _, f := range fields {
+		raw, ok := obj[f]
+		if !ok {
+			continue
+		}
+		var str string
+		if json.Unmarshal(raw, &str) == nil {
+			out[f] = str
+		} else if len(raw) > 0 && raw[0] != '{' && raw[0] != '[' && string(raw) != "null" {
+			out[f] = string(raw)
+		}
+	}
+	for k, v := range meta {
+		out[k] = v
+	}
+	return out
 }
 
 // truncate cuts line to at most limit bytes on a UTF-8 boundary and marks

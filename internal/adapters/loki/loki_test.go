@@ -379,3 +379,27 @@ func TestAuthHeaders(t *testing.T) {
 		}
 	}
 }
+
+func TestStructuredMetadataFieldsArePromoted(t *testing.T) {
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	s := newSink(t, srv.URL, func(c *loki.Config) {
+		c.StructuredMetadataFields = []string{"UserId", "SourceIp", "RowsProcessed", "Nested"}
+	})
+	e := ports.Entry{Time: ts0, Line: `{"UserId":"005A","SourceIp":"203.0.113.7","RowsProcessed":42,"Nested":{"x":1},"Other":"no"}`,
+		Metadata: map[string]string{"sequence": "9"}}
+	if err := s.Push(t.Context(), []ports.Entry{e}); err != nil {
+		t.Fatal(err)
+	}
+	got := rc.entries[0].Meta
+	if got["UserId"] != "005A" || got["SourceIp"] != "203.0.113.7" || got["RowsProcessed"] != "42" || got["sequence"] != "9" {
+		t.Fatalf("metadata %v", got)
+	}
+	if _, ok := got["Nested"]; ok {
+		t.Fatalf("an object was promoted: %v", got)
+	}
+	if _, ok := got["Other"]; ok {
+		t.Fatalf("an unlisted field was promoted: %v", got)
+	}
+}
