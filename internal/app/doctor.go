@@ -263,7 +263,7 @@ func k8sProbe(ctx context.Context, l config.K8sLease) Check {
 	verb, err := s.DryRun(ctx)
 	switch {
 	case errors.Is(err, ports.ErrPermissionDenied):
-		return Check{"coordinator", Fail, fmt.Sprintf("%s of lease %s is not allowed: grant get/create/update/patch on leases in %s (%v)", verb, s, l.Namespace, err)}
+		return Check{"coordinator", Fail, fmt.Sprintf("%s of lease %s is not allowed: grant get, create and patch on leases in %s (%v)", verb, s, l.Namespace, err)}
 	case err != nil:
 		return Check{"coordinator", Fail, fmt.Sprintf("%s %s: %v", verb, s, err)}
 	}

@@ -211,14 +211,14 @@ func TestDoctorEachCoordinatorReachesItsOwnProbe(t *testing.T) {
 			}
 		})
 	}
-	t.Run("k8s role without update fails naming the verb", func(t *testing.T) {
+	t.Run("k8s role without patch fails naming the verb", func(t *testing.T) {
 		ns := kube.NewNamespace(t)
 		kube.GrantLeases(t, ns, "get", "create")
 		admin := writeConfig(t, fmt.Sprintf("coordinate: {type: k8s_lease, k8s_lease: {namespace: %s, kubeconfig: %s}}\n", ns, kube.Kubeconfig(t, testenv.KubeAdminToken))+state)
 		if r := Doctor(t.Context(), admin); r.ExitCode != 0 {
 			t.Fatalf("admin: %+v", r)
 		}
-		// Make the Lease exist, so the limited user must be able to update it.
+		// Make the Lease exist, so the limited user must be able to patch it.
 		lease, _ := k8sStore(t, kube, ns)
 		if _, err := lease.Put(t.Context(), []byte(`{"holder":""}`), ports.CreateOnly()); err != nil {
 			t.Fatal(err)
@@ -226,7 +226,7 @@ func TestDoctorEachCoordinatorReachesItsOwnProbe(t *testing.T) {
 		limited := writeConfig(t, fmt.Sprintf("coordinate: {type: k8s_lease, k8s_lease: {namespace: %s, kubeconfig: %s}}\n", ns, kube.Kubeconfig(t, testenv.KubeLimitedToken))+state)
 		r := Doctor(t.Context(), limited)
 		c := check(r, "coordinator")
-		if r.ExitCode != 1 || c.Status != Fail || !strings.Contains(c.Detail, "update") || !strings.Contains(c.Detail, "leases in "+ns) {
+		if r.ExitCode != 1 || c.Status != Fail || !strings.Contains(c.Detail, "patch of lease") || !strings.Contains(c.Detail, "leases in "+ns) {
 			t.Fatalf("%+v", r)
 		}
 	})

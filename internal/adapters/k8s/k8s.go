@@ -283,7 +283,7 @@ func (s *Store) classify(parent context.Context, op string, err error, pre ports
 	case apierrors.IsConflict(err):
 		return wrap(ports.ErrPreconditionFailed)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return fmt.Errorf("%s %s: %w: grant get, create, patch and delete on leases in namespace %q: %w",
+		return fmt.Errorf("%s %s: %w: grant get, create and patch on leases in namespace %q: %w",
 			op, s, ports.ErrPermissionDenied, s.namespace, err)
 	case apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err):
@@ -304,7 +304,7 @@ func (s *Store) classify(parent context.Context, op string, err error, pre ports
 
 // DryRun checks, without changing anything, that this identity may read the
 // Lease and write it: a server-side dry-run create when it is absent, or a
-// dry-run update of exactly what was read when it exists. It returns the
+// dry-run merge patch (the daemon's renewal) of what was read when it exists. It returns the
 // verb that was checked last.
 func (s *Store) DryRun(ctx context.Context) (string, error) {
 	var lease coordinationv1.Lease
@@ -322,10 +322,12 @@ func (s *Store) DryRun(ctx context.Context) (string, error) {
 	case err != nil:
 		return "get", s.classify(ctx, "get", err, ports.Precondition{})
 	}
-	err = s.client.Put().Namespace(s.namespace).Resource("leases").Name(s.name).Param("dryRun", "All").
-		Body(&lease).MaxRetries(0).Timeout(s.timeout).Do(ctx).Error()
+	// The daemon renews with a merge patch: check exactly that verb.
+	body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q}}`, lease.ResourceVersion)
+	err = s.client.Patch(types.MergePatchType).Namespace(s.namespace).Resource("leases").Name(s.name).Param("dryRun", "All").
+		Body([]byte(body)).MaxRetries(0).Timeout(s.timeout).Do(ctx).Error()
 	if err != nil {
-		return "update", s.classify(ctx, "update (dry run)", err, ports.IfVersion(ports.Version(lease.ResourceVersion)))
+		return "patch", s.classify(ctx, "patch (dry run)", err, ports.IfVersion(ports.Version(lease.ResourceVersion)))
 	}
-	return "update", nil
+	return "patch", nil
 }
