@@ -57,7 +57,10 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 	if err != nil {
 		return nil, err
 	}
-	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Logger: log})
+	b := cfg.Sink.Loki.Batch
+	lane := domain.LaneConfig{QueueEntries: b.QueueEntries, QueueBytes: int64(b.QueueBytes), BatchEntries: b.MaxEntries,
+		BatchBytes: int64(b.MaxBytes), BatchWait: b.MaxWait}
+	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: lane, Bulk: lane, Logger: log})
 	if err != nil {
 		return nil, err
 	}

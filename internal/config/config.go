@@ -42,6 +42,16 @@ type LokiSink struct {
 	StructuredMetadataFields []string          `yaml:"structured_metadata_fields" mapstructure:"structured_metadata_fields" default:"" doc:"Top-level keys of a JSON line promoted to structured metadata (user ids, IPs: never labels)."`
 	MaxLineBytes             int               `yaml:"max_line_bytes" mapstructure:"max_line_bytes" default:"262144" doc:"Longer lines are truncated on a UTF-8 boundary with a marker giving the original size."`
 	Timeout                  time.Duration     `yaml:"timeout" mapstructure:"timeout" default:"30s" doc:"Bound on each push request."`
+	Batch                    Batch             `yaml:"batch" mapstructure:"batch" doc:"Batching and queue bounds, per lane (realtime streams and bulk downloads each get their own)."`
+}
+
+// Batch shapes batches and bounds each lane's queue.
+type Batch struct {
+	MaxEntries   int           `yaml:"max_entries" mapstructure:"max_entries" default:"1000" doc:"A batch is pushed at this many entries, at max_bytes, or max_wait after its first entry."`
+	MaxBytes     int           `yaml:"max_bytes" mapstructure:"max_bytes" default:"1048576" doc:"Bytes at which a batch is pushed."`
+	MaxWait      time.Duration `yaml:"max_wait" mapstructure:"max_wait" default:"1s" doc:"How long a batch waits for more entries after its first."`
+	QueueEntries int           `yaml:"queue_entries" mapstructure:"queue_entries" default:"10000" doc:"Entries a lane may hold; a full lane blocks its sources (nothing is dropped)."`
+	QueueBytes   int           `yaml:"queue_bytes" mapstructure:"queue_bytes" default:"67108864" doc:"Bytes a lane may hold (64 MiB: two lanes fit a 512 MiB container with room to spare); 0 means no byte bound."`
 }
 
 // Coordinate types.

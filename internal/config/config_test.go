@@ -119,6 +119,8 @@ func TestValidation(t *testing.T) {
 		"same file": {`{coordinate: {type: file_lease, file_lease: {path: /x/a.json}}, state: {file: {path: /x/./a.json}}}`,
 			"coordinate.file_lease.path: the lease and the checkpoint document are the same object"},
 		"not a mapping":  {`- a`, "the top level must be a mapping"},
+		"zero batch":     {`sink: {loki: {batch: {max_entries: 0}}}`, "sink.loki.batch: max_entries, max_bytes, max_wait and queue_entries must be > 0"},
+		"source no sink": {`sources: {synthetic: {rate: 5}}`, "sink.loki.url: required when a source is enabled"},
 		"section scalar": {`coordinate: 5`, "coordinate: must be a mapping"},
 	}
 	for name, tc := range cases {

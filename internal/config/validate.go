@@ -86,6 +86,9 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	if c.Sources.Synthetic.Rate > 0 && c.Sink.Loki.URL == "" {
 		add("sink.loki.url", "required when a source is enabled (sources.synthetic.rate > 0)")
 	}
+	if b := c.Sink.Loki.Batch; b.MaxEntries < 1 || b.MaxBytes < 1 || b.MaxWait <= 0 || b.QueueEntries < 1 || b.QueueBytes < 0 {
+		add("sink.loki.batch", "max_entries, max_bytes, max_wait and queue_entries must be > 0 and queue_bytes >= 0, got %+v", b)
+	}
 	if c.Sink.Loki.MaxLineBytes < 0 || c.Sink.Loki.Timeout <= 0 {
 		add("sink.loki", "max_line_bytes must be >= 0 and timeout > 0")
 	}
