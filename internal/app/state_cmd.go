@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -138,7 +139,7 @@ func newStateCommand() *cobra.Command {
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
-			keys := sortedKeys(out)
+			keys := slices.Sorted(maps.Keys(out))
 			for _, k := range keys {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", k, out[k])
 			}
@@ -312,13 +313,4 @@ func writeJSON(w io.Writer, v map[string]string) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -3,10 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -139,7 +139,7 @@ var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // variable NAME; an unset variable is a problem.
 func interpolate(m map[string]any, prefix string) []Problem {
 	var problems []Problem
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		path := join(prefix, k)
 		switch v := m[k].(type) {
 		case string:
@@ -165,7 +165,7 @@ func unknownKeys(m map[string]any, prefix string) []Problem {
 		known[f.Path] = f
 	}
 	var problems []Problem
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		path := join(prefix, k)
 		f, ok := known[path]
 		switch {
@@ -243,13 +243,4 @@ func join(prefix, k string) string {
 		return k
 	}
 	return prefix + "." + k
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

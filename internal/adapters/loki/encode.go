@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,7 +43,7 @@ func group(batch []ports.Entry) []*stream {
 // renderLabels renders {k="v",...} sorted by name, with \, " and newline
 // escaped.
 func renderLabels(m map[string]string) string {
-	keys := sortedKeys(m)
+	keys := slices.Sorted(maps.Keys(m))
 	var b strings.Builder
 	b.WriteByte('{')
 	for i, k := range keys {
@@ -59,15 +60,6 @@ func renderLabels(m map[string]string) string {
 }
 
 var escaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // encodeProtobuf renders Loki's logproto.PushRequest:
 //
@@ -99,7 +91,7 @@ func encodeProtobuf(streams []*stream) []byte {
 			eb = protowire.AppendBytes(eb, ts)
 			eb = protowire.AppendTag(eb, 2, protowire.BytesType)
 			eb = protowire.AppendString(eb, e.Line)
-			for _, k := range sortedKeys(e.Metadata) {
+			for _, k := range slices.Sorted(maps.Keys(e.Metadata)) {
 				var lp []byte
 				lp = protowire.AppendTag(lp, 1, protowire.BytesType)
 				lp = protowire.AppendString(lp, k)
