@@ -135,26 +135,25 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 // RegisterSink exports the Loki sink's counters and returns the hook that
 // records push durations.
 func (t *Telemetry) RegisterSink(stats *loki.Stats) func(time.Duration) {
-	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_entries_pushed", metric.WithDescription("Entries Loki accepted."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(stats.EntriesPushed.Load())
-			return nil
-		}))
-	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_bytes_pushed", metric.WithDescription("Bytes of accepted push bodies (compressed)."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(stats.BytesPushed.Load())
-			return nil
-		}))
+	for _, c := range []struct {
+		name, desc string
+		v          *atomic.Int64
+	}{
+		{"sf2loki_loki_entries_pushed", "Entries Loki accepted.", &stats.EntriesPushed},
+		{"sf2loki_loki_bytes_pushed", "Bytes of accepted push bodies (compressed).", &stats.BytesPushed},
+		{"sf2loki_loki_lines_truncated", "Lines cut to sink.loki.max_line_bytes.", &stats.LinesTruncated},
+	} {
+		_, _ = t.meter.Int64ObservableCounter(c.name, metric.WithDescription(c.desc),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				o.Observe(c.v.Load())
+				return nil
+			}))
+	}
 	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_entries_dropped", metric.WithDescription("Entries Loki rejected for good, by reason."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			for reason, n := range stats.Dropped() {
 				o.Observe(n, metric.WithAttributes(attribute.String("reason", reason)))
 			}
-			return nil
-		}))
-	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_lines_truncated", metric.WithDescription("Lines cut to sink.loki.max_line_bytes."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(stats.LinesTruncated.Load())
 			return nil
 		}))
 	_, _ = t.meter.Float64ObservableGauge("sf2loki_loki_last_success_timestamp", metric.WithUnit("s"),
