@@ -55,8 +55,7 @@ type proc struct {
 
 func startKeeper(t *testing.T, path, holder string) *proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), "SF2LOKI_FILE_HELPER=keeper", "SF2LOKI_FILE_ARGS="+path+"\x1f"+holder)
+	cmd := helperCmd(os.Args[0], "keeper", path, holder)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -146,12 +146,19 @@ func TestInstanceLock(t *testing.T) {
 	_ = l.Release()
 }
 
+// helperCmd runs the test binary bin as a helper process in mode with args
+// (see TestHelperProcess).
+func helperCmd(bin, mode string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, "-test.run=^TestHelperProcess$")
+	cmd.Env = append(os.Environ(), "SF2LOKI_FILE_HELPER="+mode, "SF2LOKI_FILE_ARGS="+strings.Join(args, "\x1f"))
+	return cmd
+}
+
 // helper starts this test binary as a helper process in mode and waits for
 // it to say READY.
 func helper(t *testing.T, mode string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), "SF2LOKI_FILE_HELPER="+mode, "SF2LOKI_FILE_ARGS="+strings.Join(args, "\x1f"))
+	cmd := helperCmd(os.Args[0], mode, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -243,8 +250,7 @@ func runAs(t *testing.T, uid int, mode string, args ...string) string {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(bin, "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), "SF2LOKI_FILE_HELPER="+mode, "SF2LOKI_FILE_ARGS="+strings.Join(args, "\x1f"))
+	cmd := helperCmd(bin, mode, args...)
 	if uid >= 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 	}
@@ -351,8 +357,7 @@ func runWorkers(t *testing.T, procs int, mode string, args ...string) []string {
 	cmds := make([]*exec.Cmd, procs)
 	readers := make([]*bufio.Scanner, procs)
 	for i := range procs {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-		cmd.Env = append(os.Environ(), "SF2LOKI_FILE_HELPER="+mode, "SF2LOKI_FILE_ARGS="+strings.Join(append(args, gun), "\x1f"))
+		cmd := helperCmd(os.Args[0], mode, append(args, gun)...)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
