@@ -38,7 +38,7 @@ type KubeServer struct {
 	URL   string
 	dir   string
 	procs []*exec.Cmd
-	logs  []*lockedWriter
+	logs  []*Buffer
 }
 
 // StartKube starts etcd and kube-apiserver (RBAC on, token authentication)
@@ -98,7 +98,7 @@ func StartKube(t testing.TB) *KubeServer {
 func (k *KubeServer) start(t testing.TB, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	out := &lockedWriter{b: &strings.Builder{}}
+	out := &Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)

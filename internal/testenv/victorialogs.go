@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 )
@@ -28,7 +27,7 @@ func StartLogs(t testing.TB) *LogsServer {
 	port := FreePort(t)
 	cmd := exec.Command(bin, "-storageDataPath="+t.TempDir(), fmt.Sprintf("-httpListenAddr=127.0.0.1:%d", port),
 		"-retentionPeriod=100y", "-futureRetention=100y", "-loki.disableMessageParsing", "-loggerLevel=ERROR")
-	out := &lockedWriter{b: &strings.Builder{}}
+	out := &Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

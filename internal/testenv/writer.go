@@ -5,19 +5,19 @@ import (
 	"sync"
 )
 
-// lockedWriter serializes writes from a process's stdout and stderr.
-type lockedWriter struct {
+// Buffer collects a process's stdout and stderr safely while it runs.
+type Buffer struct {
 	mu sync.Mutex
-	b  *strings.Builder
+	b  strings.Builder
 }
 
-func (w *lockedWriter) Write(p []byte) (int, error) {
+func (w *Buffer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
 
-func (w *lockedWriter) String() string {
+func (w *Buffer) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()

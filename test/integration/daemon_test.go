@@ -5,7 +5,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -67,26 +66,9 @@ type daemon struct {
 	name string
 	addr string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testenv.Buffer
 	done chan struct{} // closed when the process has exited
 	err  error         // its exit error, once done is closed
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start runs `sf2loki run` with cfg (YAML) and env.
@@ -97,7 +79,7 @@ func start(t *testing.T, name, cfg string, env ...string) *daemon {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{name: name, addr: fmt.Sprintf("127.0.0.1:%d", port), out: &syncBuffer{}, done: make(chan struct{})}
+	d := &daemon{name: name, addr: fmt.Sprintf("127.0.0.1:%d", port), out: &testenv.Buffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(binary(t), "run", "--config", path)
 	d.cmd.Env = append(os.Environ(), append(env, "SF2LOKI_SERVICE__HEALTH_ADDR="+d.addr, "SF2LOKI_SERVICE__LOG_FORMAT=text")...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
