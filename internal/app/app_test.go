@@ -239,8 +239,9 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 
 func TestHealthEndpoints(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
+	clk := porttest.NewFakeClock(time.Now())
 	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
-		Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})
+		Clock: clk, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,6 +284,17 @@ func TestHealthEndpoints(t *testing.T) {
 	if st.Role != "leader" || st.Epoch != 5 || st.Holder != "test-holder" || st.Lease != "mem://lease" || st.State != "mem://state" ||
 		st.LastRenewal == nil || st.FenceDeadline == nil || st.Counters["acquired"] != 1 {
 		t.Fatalf("/statusz %+v", st)
+	}
+	// Past the self-fencing deadline, before the keeper has noticed and
+	// before the work has stopped: the gauges and /readyz already say standby,
+	// so two replicas never both report sf2loki_leader 1.
+	clk.Advance(st.FenceDeadline.Sub(clk.Now()) + time.Millisecond)
+	_, metrics = get(t, h, "/metrics")
+	if !strings.Contains(metrics, "sf2loki_leader 0") || !strings.Contains(metrics, "sf2loki_lease_epoch 0") {
+		t.Fatalf("/metrics past the fence deadline still reports a leader:\n%s", metrics)
+	}
+	if code, body := get(t, h, "/readyz"); code != 503 {
+		t.Fatalf("/readyz past the fence deadline: %d %q", code, body)
 	}
 }
 

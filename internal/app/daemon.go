@@ -75,7 +75,14 @@ type Daemon struct {
 
 func newDaemon(cfg *config.Config, coord Coordinator, committer *domain.CheckpointCommitter, state StateStore,
 	workload Workload, t *Telemetry, log *slog.Logger, clk ports.Clock) *Daemon {
-	return &Daemon{cfg: cfg, coord: coord, committer: committer, state: state, workload: workload, telemetry: t, log: log, clock: clk}
+	d := &Daemon{cfg: cfg, coord: coord, committer: committer, state: state, workload: workload, telemetry: t, log: log, clock: clk}
+	t.SetFenceProbe(d.leading)
+	return d
+}
+
+// leading reports whether this replica leads with a valid fence right now.
+func (d *Daemon) leading() bool {
+	return d.coord.CheckFence() == nil && d.coord.Status().Role == domain.RoleLeader
 }
 
 // Coordinator returns the daemon's coordinator (tests inspect it).
@@ -248,7 +255,7 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		st := d.coord.Status()
 		switch {
-		case d.coord.CheckFence() == nil && st.Role == domain.RoleLeader:
+		case d.leading():
 			_, _ = io.WriteString(w, "leader\n")
 		case !st.Decided:
 			w.WriteHeader(http.StatusServiceUnavailable)

@@ -41,6 +41,7 @@ type Telemetry struct {
 
 	leader       atomic.Int64
 	epoch        atomic.Int64
+	fenceOK      atomic.Pointer[func() bool]
 	transitions  metric.Int64Counter
 	renewFails   metric.Int64Counter
 	commits      metric.Int64Counter
@@ -110,12 +111,16 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	gauge := func(name, desc string, v *atomic.Int64) {
 		_, err := m.Int64ObservableGauge(name, metric.WithDescription(desc),
 			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				if !t.leading() {
+					o.Observe(0)
+					return nil
+				}
 				o.Observe(v.Load())
 				return nil
 			}))
 		errs = append(errs, err)
 	}
-	gauge("sf2loki_leader", "1 while this replica leads, 0 on a standby.", &t.leader)
+	gauge("sf2loki_leader", "1 while this replica leads with a valid fence, 0 otherwise: the sum over replicas is 1 in steady state.", &t.leader)
 	gauge("sf2loki_lease_epoch", "The epoch of the current leadership (0 on a standby).", &t.epoch)
 	var err error
 	t.transitions, err = m.Int64Counter("sf2loki_lease_transitions", metric.WithDescription("Lease transitions by kind."))
@@ -182,6 +187,20 @@ func (t *Telemetry) Counters() map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// SetFenceProbe makes the leader gauges read 0 whenever ok reports false:
+// the gauge follows the self-fencing deadline at the moment it is read, not
+// the (later) moment the leader's work has stopped.
+func (t *Telemetry) SetFenceProbe(ok func() bool) { t.fenceOK.Store(&ok) }
+
+// leading reports whether the gauges show a leader.
+func (t *Telemetry) leading() bool {
+	if t.leader.Load() != 1 {
+		return false
+	}
+	ok := t.fenceOK.Load()
+	return ok == nil || (*ok)()
 }
 
 // SetLeader records the role for the sf2loki_leader gauge.

@@ -33,6 +33,17 @@ type Request struct {
 	Status int
 	// Fault names the fault applied, "" for a plain pass-through.
 	Fault string
+	// Upstream is the server's status when the request was forwarded (0 when
+	// it never reached the server), UpstreamHeader its headers: a lost
+	// acknowledgement shows the server's 200 here and the injected 500 in
+	// Status.
+	Upstream       int
+	UpstreamHeader http.Header
+	// Body is the request body, kept only for requests Capture selects.
+	Body []byte
+	// At is when the proxy recorded the request: before its answer reached
+	// the client.
+	At time.Time
 }
 
 // FromHTTP describes an incoming request (for Rule.Match predicates that
@@ -100,6 +111,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	rules    []*Rule
 	requests []Request
+	capture  func(*http.Request) bool
 }
 
 // New starts a proxy in front of target and closes it when t ends.
@@ -125,11 +137,11 @@ func New(t testing.TB, target string) *Proxy {
 	// Record a pass-through before its answer reaches the client, so a test
 	// that has seen the answer also sees the record.
 	p.rp.ModifyResponse = func(resp *http.Response) error {
-		p.record(resp.Request, resp.StatusCode, faultOf(resp.Request))
+		p.record(resp.Request, resp.StatusCode, faultOf(resp.Request), resp.StatusCode, resp.Header)
 		return nil
 	}
 	p.rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
-		p.record(r, http.StatusBadGateway, faultOf(r))
+		p.record(r, http.StatusBadGateway, faultOf(r), 0, nil)
 		http.Error(w, err.Error(), http.StatusBadGateway)
 	}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
@@ -144,6 +156,14 @@ func (p *Proxy) Add(r Rule) {
 	defer p.mu.Unlock()
 	rc := r
 	p.rules = append(p.rules, &rc)
+}
+
+// Capture makes the proxy keep the bodies of the requests sel selects
+// (Request.Body).
+func (p *Proxy) Capture(sel func(*http.Request) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.capture = sel
 }
 
 // Clear removes every rule.
@@ -198,14 +218,39 @@ func (p *Proxy) pick(r *http.Request) *Rule {
 	return nil
 }
 
-func (p *Proxy) record(r *http.Request, status int, fault string) {
+// record logs a request: status is the client's answer, upstream and
+// header the server's (0 and nil when it was not forwarded).
+func (p *Proxy) record(r *http.Request, status int, fault string, upstream int, header http.Header) {
+	body, _ := r.Context().Value(bodyKey{}).([]byte)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests = append(p.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(),
-		Header: r.Header.Clone(), Status: status, Fault: fault})
+		Header: r.Header.Clone(), Status: status, Fault: fault, Upstream: upstream, UpstreamHeader: header.Clone(),
+		Body: body, At: time.Now()})
 }
 
-type faultKey struct{}
+type (
+	faultKey struct{}
+	bodyKey  struct{}
+)
+
+// keepBody reads the body of a request Capture selects into the request's
+// context and hands the server an identical copy.
+func (p *Proxy) keepBody(r *http.Request) *http.Request {
+	p.mu.Lock()
+	sel := p.capture
+	p.mu.Unlock()
+	if sel == nil || !sel(r) {
+		return r
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return r
+	}
+	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return r
+}
 
 // faultOf returns the fault name a pass-through request carries ("" for none).
 func faultOf(r *http.Request) string {
@@ -216,6 +261,7 @@ func faultOf(r *http.Request) string {
 // serve applies the first rule that fires. Every request is recorded before
 // its answer (or reset) reaches the client.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	r = p.keepBody(r)
 	rule := p.pick(r)
 	if rule == nil {
 		p.rp.ServeHTTP(w, r)
@@ -227,34 +273,38 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch rule.Action {
 	case Respond:
-		p.record(r, rule.Status, name)
+		p.record(r, rule.Status, name, 0, nil)
 		p.respond(w, rule)
 	case ApplyThenRespond:
-		if _, err := p.forward(r); err != nil {
-			p.record(r, http.StatusBadGateway, name)
+		resp, err := p.forward(r)
+		if err != nil {
+			p.record(r, http.StatusBadGateway, name, 0, nil)
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		p.record(r, rule.Status, name)
+		p.record(r, rule.Status, name, resp.status, resp.header)
 		p.respond(w, rule)
 	case ApplyThenReset:
-		_, _ = p.forward(r)
-		p.record(r, 0, name)
+		resp, err := p.forward(r)
+		if err != nil {
+			resp = &forwardedResponse{}
+		}
+		p.record(r, 0, name, resp.status, resp.header)
 		p.reset(w, nil)
 	case ResetMidBody:
 		resp, err := p.forward(r)
 		if err != nil {
-			p.record(r, http.StatusBadGateway, name)
+			p.record(r, http.StatusBadGateway, name, 0, nil)
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		p.record(r, 0, name)
+		p.record(r, 0, name, resp.status, resp.header)
 		p.reset(w, resp)
 	case Delay:
 		select {
 		case <-time.After(rule.Delay):
 		case <-r.Context().Done():
-			p.record(r, 0, name)
+			p.record(r, 0, name, 0, nil)
 			return
 		}
 		p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, name)))
