@@ -41,9 +41,10 @@ type Request struct {
 	UpstreamHeader http.Header
 	// Body is the request body, kept only for requests Capture selects.
 	Body []byte
-	// At is when the proxy recorded the request: before its answer reached
-	// the client.
-	At time.Time
+	// Received is when the request reached the proxy: the server cannot
+	// have applied it earlier. At is when the proxy recorded it: before its
+	// answer reached the client.
+	Received, At time.Time
 }
 
 // FromHTTP describes an incoming request (for Rule.Match predicates that
@@ -222,16 +223,18 @@ func (p *Proxy) pick(r *http.Request) *Rule {
 // header the server's (0 and nil when it was not forwarded).
 func (p *Proxy) record(r *http.Request, status int, fault string, upstream int, header http.Header) {
 	body, _ := r.Context().Value(bodyKey{}).([]byte)
+	received, _ := r.Context().Value(receivedKey{}).(time.Time)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests = append(p.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(),
 		Header: r.Header.Clone(), Status: status, Fault: fault, Upstream: upstream, UpstreamHeader: header.Clone(),
-		Body: body, At: time.Now()})
+		Body: body, Received: received, At: time.Now()})
 }
 
 type (
-	faultKey struct{}
-	bodyKey  struct{}
+	faultKey    struct{}
+	bodyKey     struct{}
+	receivedKey struct{}
 )
 
 // keepBody reads the body of a request Capture selects into the request's
@@ -261,7 +264,7 @@ func faultOf(r *http.Request) string {
 // serve applies the first rule that fires. Every request is recorded before
 // its answer (or reset) reaches the client.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
-	r = p.keepBody(r)
+	r = p.keepBody(r.WithContext(context.WithValue(r.Context(), receivedKey{}, time.Now())))
 	rule := p.pick(r)
 	if rule == nil {
 		p.rp.ServeHTTP(w, r)
