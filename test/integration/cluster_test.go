@@ -24,8 +24,9 @@ type backend struct {
 	config func(holder, url string) string
 	// env is the environment that reaches the object store at url.
 	env func(url string) []string
-	// lease and state name the two objects, for matching requests.
-	lease, state string
+	// lease and state name the two objects, for matching requests; bucket
+	// holds them.
+	lease, state, bucket string
 }
 
 func noEnv(string) []string { return nil }
@@ -51,7 +52,7 @@ func s3State(bucket, url string) string {
 
 func s3Backend(t testing.TB, srv *testenv.S3Server, ttl, renew time.Duration) backend {
 	bucket := srv.NewBucket(t)
-	return backend{name: "s3_lease+s3", ttl: ttl, renew: renew, url: srv.Endpoint, lease: "ha/leader.lease", state: "ha/state.json",
+	return backend{name: "s3_lease+s3", ttl: ttl, renew: renew, url: srv.Endpoint, lease: "ha/leader.lease", state: "ha/state.json", bucket: bucket,
 		env: func(string) []string { return s3Env },
 		config: func(holder, url string) string {
 			return fmt.Sprintf(`coordinate:
@@ -63,7 +64,7 @@ func s3Backend(t testing.TB, srv *testenv.S3Server, ttl, renew time.Duration) ba
 
 func gcsBackend(t testing.TB, srv *testenv.GCSServer, ttl, renew time.Duration) backend {
 	bucket := srv.NewBucket(t)
-	return backend{name: "gcs_lease+gcs", ttl: ttl, renew: renew, url: srv.URL, lease: "ha/leader.lease", state: "ha/state.json",
+	return backend{name: "gcs_lease+gcs", ttl: ttl, renew: renew, url: srv.URL, lease: "ha/leader.lease", state: "ha/state.json", bucket: bucket,
 		env: func(url string) []string {
 			return []string{"STORAGE_EMULATOR_HOST=" + strings.TrimPrefix(url, "http://")}
 		},
@@ -83,7 +84,7 @@ func k8sBackend(t testing.TB, kube *testenv.KubeServer, srv *testenv.S3Server, t
 	kube.GrantLeases(t, ns, "get", "create", "patch")
 	kubeconfig := kube.Kubeconfig(t, testenv.KubeLimitedToken)
 	bucket := srv.NewBucket(t)
-	return backend{name: "k8s_lease+s3", ttl: ttl, renew: renew, url: srv.Endpoint, state: "ha/state.json",
+	return backend{name: "k8s_lease+s3", ttl: ttl, renew: renew, url: srv.Endpoint, state: "ha/state.json", bucket: bucket,
 		env: func(string) []string { return s3Env },
 		config: func(holder, url string) string {
 			return fmt.Sprintf(`coordinate:
@@ -244,6 +245,13 @@ func takeSample(ds []*daemon) sample {
 		}
 	}
 	return smp
+}
+
+// snapshot returns the samples so far.
+func (s *sampler) snapshot() []sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.samples)
 }
 
 // Stop ends sampling and returns the samples.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -87,7 +86,7 @@ func TestFailoverMatrix(t *testing.T) {
 		t.Run(cell.name, func(t *testing.T) {
 			f := runFailovers(t, cell.make(t), logs, n)
 			t.Logf("%s: unplanned %s; planned %s; %d entries, %d duplicates, 0 gaps; %d samples, max sample period %s, %d handover straddles",
-				f.backend.name, distribution(f.unplanned, f.backend), distribution(f.planned, f.backend), f.entries, f.dups,
+				f.backend.name, spread(f.unplanned, f.backend), spread(f.planned, f.backend), f.entries, f.dups,
 				f.report.samples, f.report.maxPeriod.Round(time.Millisecond), f.report.straddles)
 		})
 	}
@@ -179,21 +178,4 @@ func requireNoGaps(t testing.TB, logs *testenv.LogsServer, job string) (total, d
 		t.Fatalf("%s: only %d entries stored; the pipeline barely ran", job, total)
 	}
 	return total, dups
-}
-
-// distribution prints min/median/max in seconds and as multiples of ttl
-// and renew_interval.
-func distribution(ds []time.Duration, b backend) string {
-	if len(ds) == 0 {
-		return "none"
-	}
-	s := slices.Sorted(slices.Values(ds))
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	f := func(d time.Duration) string {
-		return fmt.Sprintf("%.2fs (%.2f ttl, %.2f renew)", d.Seconds(), d.Seconds()/b.ttl.Seconds(), d.Seconds()/b.renew.Seconds())
-	}
-	return fmt.Sprintf("n=%d min %s median %s max %s", len(s), f(s[0]), f(med), f(s[len(s)-1]))
 }

@@ -113,6 +113,7 @@ type Proxy struct {
 	rules    []*Rule
 	requests []Request
 	capture  func(*http.Request) bool
+	closing  chan struct{} // closed first when the proxy stops: delays end
 }
 
 // New starts a proxy in front of target and closes it when t ends.
@@ -147,7 +148,11 @@ func New(t testing.TB, target string) *Proxy {
 	}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	p.URL = p.srv.URL
-	t.Cleanup(p.srv.Close)
+	p.closing = make(chan struct{})
+	t.Cleanup(func() {
+		close(p.closing)
+		p.srv.Close()
+	})
 	return p
 }
 
@@ -237,21 +242,21 @@ type (
 	receivedKey struct{}
 )
 
-// keepBody reads the body of a request Capture selects into the request's
-// context and hands the server an identical copy.
+// keepBody reads the whole request body first (so the server notices a
+// client that hangs up during a delay, and the request's context ends), keeps
+// it for requests Capture selects, and hands the server an identical copy.
 func (p *Proxy) keepBody(r *http.Request) *http.Request {
-	p.mu.Lock()
-	sel := p.capture
-	p.mu.Unlock()
-	if sel == nil || !sel(r) {
-		return r
-	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return r
 	}
-	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	p.mu.Lock()
+	sel := p.capture
+	p.mu.Unlock()
+	if sel != nil && sel(r) {
+		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
+	}
 	return r
 }
 
@@ -308,6 +313,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(rule.Delay):
 		case <-r.Context().Done():
 			p.record(r, 0, name, 0, nil)
+			return
+		case <-p.closing:
+			p.record(r, 0, name, 0, nil)
+			p.reset(w, nil)
 			return
 		}
 		p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, name)))
