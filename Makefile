@@ -53,8 +53,20 @@ generate: ## Regenerate wire_gen.go, the example configuration and the configura
 	$(GO) run ./cmd/sf2loki config reference > docs/config-reference.md
 
 .PHONY: bench
-bench: ## Benchmarks
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: ## Micro-benchmarks (the HA benchmark is `make bench-ha`)
+	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /test/integration)
+
+HA_REPEATS ?= 10
+
+.PHONY: bench-ha
+bench-ha: test-tools ## The HA benchmark table: commit throughput, request cost, footprint, failover matrix
+	HA_REPEATS=$(HA_REPEATS) $(GO) test -count=1 -timeout 2h -run '^$$' -bench '^BenchmarkHA$$' -benchtime 1x ./test/integration/
+
+SOAK ?= 10m
+
+.PHONY: soak
+soak: test-tools ## The chaos soak for SOAK (default 10m; CI runs 60s in make test)
+	SOAK=$(SOAK) $(GO) test -count=1 -timeout 2h -run '^TestChaosSoak$$' -v ./test/integration/
 
 .PHONY: demo
 demo: build $(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION) ## Run VictoriaLogs and two replicas with the synthetic source (Ctrl-C stops)

@@ -1,0 +1,407 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sf2loki/sf2loki/internal/testenv"
+	"github.com/sf2loki/sf2loki/internal/testenv/faultproxy"
+)
+
+// sampleSlack is the sampling's share of a measured leaderless gap: the
+// last sample that saw the old leader and the first that saw the new one
+// are each up to a period (100ms) plus a paused replica's timeout (300ms)
+// away from the moments leadership ended and began.
+const sampleSlack = 2 * (100*time.Millisecond + 300*time.Millisecond)
+
+// soakDuration is SOAK (a Go duration), 60s by default.
+func soakDuration(t testing.TB) time.Duration {
+	v := os.Getenv("SOAK")
+	if v == "" {
+		return 60 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("SOAK=%q: want a positive duration such as 10m", v)
+	}
+	return d
+}
+
+// write is one write of the checkpoint document the store accepted.
+type write struct {
+	replica   string
+	at        time.Time
+	ifMatch   string // "" for a create
+	etag      string
+	epoch     uint64
+	positions map[string]uint64
+	lostAck   bool
+}
+
+func unquote(etag string) string { return strings.Trim(etag, `"`) }
+
+// parseDoc reads the checkpoint document: its epoch and the synthetic
+// source's positions.
+func parseDoc(body []byte) (epoch uint64, pos map[string]uint64, err error) {
+	var doc map[string]string
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return 0, nil, err
+	}
+	pos = map[string]uint64{}
+	for k, v := range doc {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, nil, fmt.Errorf("%s=%q: %w", k, v, err)
+		}
+		if k == "__fence_epoch__" {
+			epoch = n
+		} else {
+			pos[k] = n
+		}
+	}
+	return epoch, pos, nil
+}
+
+// soakCounts is what the chaos driver did and the checker found.
+type soakCounts struct {
+	kills, pauses, terms, restarts int
+	takeovers, writes, polls       int
+	lostAcks, recovered, conflicts int
+	fencedCommits                  int
+	straddles                      int
+	maxGap, gapBound, maxPeriod    time.Duration
+	entries, dups                  int
+}
+
+func (c soakCounts) String() string {
+	return fmt.Sprintf("kills %d, pauses %d, graceful restarts %d, restarts %d; takeovers %d; checkpoint writes %d (polls %d); lost acks injected %d, recovered %d; conflicts %d, fenced commits %d; handover straddles %d; max leaderless gap %s (bound %s; sample period ≤ %s); %d entries stored, %d duplicates, 0 gaps",
+		c.kills, c.pauses, c.terms, c.restarts, c.takeovers, c.writes, c.polls, c.lostAcks, c.recovered, c.conflicts,
+		c.fencedCommits, c.straddles, c.maxGap.Round(time.Millisecond), c.gapBound, c.maxPeriod.Round(time.Millisecond), c.entries, c.dups)
+}
+
+// TestChaosSoak runs three replicas on versitygw, each behind a fault proxy
+// that loses one checkpoint acknowledgement in seven, while a driver kills,
+// pauses (longer than ttl), resumes, stops and restarts them at random for
+// SOAK (default 60s; SOAK=10m by hand). It then checks the history: the
+// accepted checkpoint writes form one chain of compare-and-swaps, no
+// position moves backwards, epochs never decrease, no two replicas held a
+// valid fence in one sample, the longest leaderless gap is within ttl +
+// 2·renew_interval (plus sampleSlack), and the stream
+// in VictoriaLogs has no gap.
+func TestChaosSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos soak")
+	}
+	dur := soakDuration(t)
+	srv := testenv.StartS3(t)
+	logs := testenv.StartLogs(t)
+	b := s3Backend(t, srv, ttl, renew)
+	names := []string{"a", "b", "c"}
+	proxies := map[string]*faultproxy.Proxy{}
+	for _, n := range names {
+		p := faultproxy.New(t, b.url)
+		p.Capture(conditionalWrite(b.state))
+		p.Add(faultproxy.Rule{Name: "lost-ack", Match: conditionalWrite(b.state), Every: 7,
+			Action: faultproxy.ApplyThenRespond, Status: 500, Body: storeError(b, 500)})
+		proxies[n] = p
+	}
+	c := newCluster(t, b, func(string) string { return workload(logs.PushURL, "soak", 100) })
+	c.storeURL = func(name string) string { return proxies[name].URL }
+	smp := c.sample(100 * time.Millisecond)
+
+	// Poll the document directly (not through a proxy) for the checker.
+	var (
+		pollMu sync.Mutex
+		polled []write
+	)
+	pollCtx, stopPoll := context.WithCancel(context.Background())
+	pollDone := make(chan struct{})
+	go func() {
+		defer close(pollDone)
+		s3c := srv.Client()
+		for pollCtx.Err() == nil {
+			out, err := s3c.GetObject(pollCtx, &awss3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.state)})
+			if err == nil {
+				body, rerr := io.ReadAll(out.Body)
+				_ = out.Body.Close()
+				epoch, pos, perr := parseDoc(body)
+				if rerr == nil && perr == nil {
+					pollMu.Lock()
+					polled = append(polled, write{at: time.Now(), etag: unquote(aws.ToString(out.ETag)), epoch: epoch, positions: pos})
+					pollMu.Unlock()
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+
+	current := map[string]*daemon{}
+	for _, n := range names {
+		current[n] = c.start(n)
+	}
+	var counts soakCounts
+	// peak counters per process (a killed process's counters die with it).
+	peak := map[*daemon]map[string]int64{}
+	collect := func() {
+		for _, s := range smp.snapshot() {
+			for _, v := range s.views {
+				if peak[v.d] == nil {
+					peak[v.d] = map[string]int64{}
+				}
+				for k, n := range v.st.Counters {
+					peak[v.d][k] = max(peak[v.d][k], n)
+				}
+			}
+		}
+	}
+	leader := func() string {
+		for _, n := range names {
+			if code, _ := current[n].readyz(); code == http.StatusOK {
+				return n
+			}
+		}
+		return ""
+	}
+	deadline := time.Now().Add(dur)
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Second + rand.N(2*time.Second))
+		// Half the actions hit the leader, so takeovers happen.
+		target := names[rand.N(len(names))]
+		if l := leader(); l != "" && rand.N(2) == 0 {
+			target = l
+		}
+		d := current[target]
+		switch rand.N(3) {
+		case 0: // SIGKILL, restart a little later
+			d.signal(t, syscall.SIGKILL)
+			<-d.done
+			counts.kills++
+			time.Sleep(500*time.Millisecond + rand.N(1500*time.Millisecond))
+			current[target] = c.start(target)
+			counts.restarts++
+		case 1: // SIGSTOP for longer than ttl, then SIGCONT
+			d.signal(t, syscall.SIGSTOP)
+			counts.pauses++
+			time.Sleep(b.ttl + rand.N(b.ttl))
+			d.signal(t, syscall.SIGCONT)
+		case 2: // graceful restart
+			d.signal(t, syscall.SIGTERM)
+			d.waitExit(t, 30*time.Second)
+			counts.terms++
+			current[target] = c.start(target)
+			counts.restarts++
+		}
+	}
+	// Let the last disruption settle, then stop everything gracefully.
+	time.Sleep(b.ttl + 2*b.renew)
+	for _, n := range names {
+		current[n].signal(t, syscall.SIGTERM)
+	}
+	for _, n := range names {
+		current[n].waitExit(t, 30*time.Second)
+	}
+	collect()
+	stopPoll()
+	<-pollDone
+	samples := smp.Stop()
+	c.unexpectedExits(t)
+
+	// The accepted writes, from every proxy's log.
+	var writes []write
+	for _, n := range names {
+		for _, r := range proxies[n].Requests() {
+			if r.Body == nil || r.Upstream != http.StatusOK {
+				continue
+			}
+			epoch, pos, err := parseDoc(r.Body)
+			if err != nil {
+				t.Fatalf("an accepted checkpoint write from %s does not parse: %v: %s", n, err, r.Body)
+			}
+			writes = append(writes, write{replica: n, at: r.At, ifMatch: unquote(r.Header.Get("If-Match")), etag: unquote(r.UpstreamHeader.Get("Etag")),
+				epoch: epoch, positions: pos, lostAck: r.Fault == "lost-ack"})
+			if r.Fault == "lost-ack" {
+				counts.lostAcks++
+			}
+		}
+	}
+	counts.gapBound = b.ttl + 2*b.renew + sampleSlack
+	violations, hist := checkHistory(writes, polled, samples, counts.gapBound)
+	counts.writes, counts.takeovers, counts.polls = hist.writes, hist.takeovers, len(polled)
+	counts.straddles, counts.maxGap, counts.maxPeriod = hist.leaders.straddles, hist.leaders.maxGap, hist.leaders.maxPeriod
+	for _, ctr := range peak {
+		counts.recovered += int(ctr["recovered_lost_ack"])
+		counts.conflicts += int(ctr["conflict"])
+		counts.fencedCommits += int(ctr["commit_fenced"])
+	}
+	counts.entries, counts.dups = requireNoGaps(t, logs, "soak")
+	t.Logf("soak %s: %s", dur, counts)
+	for _, v := range violations {
+		t.Error(v)
+	}
+	t.Logf("%d invariant violations", len(violations))
+	if counts.takeovers == 0 || counts.writes < 10 {
+		t.Errorf("the soak exercised too little: %d takeovers, %d writes", counts.takeovers, counts.writes)
+	}
+}
+
+// history is what checkHistory counted.
+type history struct {
+	writes, takeovers int
+	leaders           leaderReport
+}
+
+// checkHistory checks the soak's invariants and returns every violation:
+// the accepted writes form one compare-and-swap chain (orderWrites); along
+// it epochs never decrease and no position moves backwards; every polled
+// version is an accepted write and polled positions never move backwards;
+// no sample saw two leaders; no leaderless gap exceeds maxGap.
+func checkHistory(writes, polled []write, samples []sample, maxGap time.Duration) ([]string, history) {
+	chain, violations := orderWrites(writes)
+	h := history{writes: len(chain)}
+	seen := map[string]bool{}
+	last := write{positions: map[string]uint64{}}
+	for i, w := range chain {
+		seen[w.etag] = true
+		if w.epoch < last.epoch {
+			violations = append(violations, fmt.Sprintf("write %d (%s) has epoch %d after epoch %d", i, w.replica, w.epoch, last.epoch))
+		}
+		if w.epoch > last.epoch && i > 0 {
+			h.takeovers++
+		}
+		for k, p := range last.positions {
+			if w.positions[k] < p {
+				violations = append(violations, fmt.Sprintf("write %d (%s, epoch %d) moves %s back from %d to %d", i, w.replica, w.epoch, k, p, w.positions[k]))
+			}
+		}
+		last = w
+	}
+	lastPolled := map[string]uint64{}
+	for _, p := range polled {
+		if !seen[p.etag] {
+			violations = append(violations, fmt.Sprintf("polled version %s at %s is not an accepted write through the proxies", p.etag, p.at.Format("15:04:05.000")))
+		}
+		for k, n := range p.positions {
+			if n < lastPolled[k] {
+				violations = append(violations, fmt.Sprintf("polled %s went back from %d to %d", k, lastPolled[k], n))
+			}
+			lastPolled[k] = n
+		}
+	}
+	h.leaders = checkLeaders(samples)
+	violations = append(violations, h.leaders.overlaps...)
+	if h.leaders.maxGap > maxGap {
+		violations = append(violations, fmt.Sprintf("leaderless for %s, above ttl + 2·renew_interval + sampling = %s", h.leaders.maxGap, maxGap))
+	}
+	return violations, h
+}
+
+// orderWrites orders the accepted writes by their compare-and-swap chain:
+// the create first, then each write whose If-Match names the previous
+// write's ETag. Two accepted writes on one version (a lost update) and
+// writes off the chain are violations.
+func orderWrites(writes []write) (chain []write, violations []string) {
+	next := map[string][]write{}
+	for _, w := range writes {
+		next[w.ifMatch] = append(next[w.ifMatch], w)
+	}
+	cur := ""
+	for {
+		ws := next[cur]
+		if len(ws) == 0 {
+			break
+		}
+		if len(ws) > 1 {
+			violations = append(violations, fmt.Sprintf("%d writes were accepted on top of version %q (a lost update)", len(ws), cur))
+		}
+		chain = append(chain, ws[0])
+		delete(next, cur)
+		cur = ws[0].etag
+	}
+	if len(chain) != len(writes) {
+		violations = append(violations, fmt.Sprintf("%d of %d accepted writes are off the compare-and-swap chain", len(writes)-len(chain), len(writes)))
+	}
+	return chain, violations
+}
+
+// TestSoakCheckerFlagsViolations feeds the soak's checker a clean history
+// and one broken copy per invariant: each break must be reported.
+func TestSoakCheckerFlagsViolations(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	w := func(ifMatch, etag string, epoch, pos uint64) write {
+		return write{replica: "a", ifMatch: ifMatch, etag: etag, epoch: epoch, positions: map[string]uint64{"synthetic:LoginEvent": pos}}
+	}
+	a := &daemon{name: "a", out: &testenv.Buffer{}}
+	b := &daemon{name: "b", out: &testenv.Buffer{}}
+	leads := func(d *daemon, epoch uint64, fence time.Time) view {
+		return view{d: d, gauge: 1, st: status{Role: "leader", Epoch: epoch, FenceDeadline: &fence}}
+	}
+	stands := func(d *daemon) view { return view{d: d, st: status{Role: "standby"}} }
+	type fixture struct {
+		writes, polled []write
+		samples        []sample
+	}
+	// a leads with epoch 1, then b with epoch 2 after a one-second gap.
+	clean := func() *fixture {
+		f := &fixture{
+			writes: []write{w("", "e1", 1, 0), w("e1", "e2", 1, 5), w("e2", "e3", 2, 5), w("e3", "e4", 2, 9)},
+			polled: []write{w("", "e2", 1, 5), w("", "e4", 2, 9)},
+		}
+		for i := range 20 {
+			s := sample{from: at(i * 100), to: at(i*100 + 5)}
+			switch {
+			case i < 8:
+				s.views = []view{leads(a, 1, at(i*100+1000)), stands(b)}
+			case i >= 18:
+				s.views = []view{stands(a), leads(b, 2, at(i*100+1000))}
+			}
+			f.samples = append(f.samples, s)
+		}
+		return f
+	}
+	check := func(f *fixture) ([]string, history) {
+		return checkHistory(f.writes, f.polled, f.samples, 3*time.Second+sampleSlack)
+	}
+	if v, h := check(clean()); len(v) != 0 || h.writes != 4 || h.takeovers != 1 {
+		t.Fatalf("clean history: %v, %+v", v, h)
+	}
+	for name, tc := range map[string]struct {
+		breakIt func(f *fixture)
+		want    string
+	}{
+		"lost update":        {func(f *fixture) { f.writes = append(f.writes, w("e2", "x", 2, 6)) }, "lost update"},
+		"off the chain":      {func(f *fixture) { f.writes = append(f.writes, w("nope", "x", 2, 6)) }, "off the compare-and-swap chain"},
+		"position backwards": {func(f *fixture) { f.writes[3].positions["synthetic:LoginEvent"] = 4 }, "moves synthetic:LoginEvent back from 5 to 4"},
+		"epoch backwards":    {func(f *fixture) { f.writes[3].epoch = 1 }, "has epoch 1 after epoch 2"},
+		"unknown polled":     {func(f *fixture) { f.polled = append(f.polled, w("", "zz", 2, 9)) }, "not an accepted write"},
+		"polled backwards":   {func(f *fixture) { f.polled = append(f.polled, w("", "e2", 1, 5)) }, "polled synthetic:LoginEvent went back"},
+		"two leaders": {func(f *fixture) {
+			f.samples[5].views = []view{leads(a, 1, at(1500)), leads(b, 2, at(1600))}
+		}, "b(gauge=1 role=leader epoch=2"},
+		"long gap": {func(f *fixture) {
+			f.samples = append(f.samples[:8], sample{from: at(6000), to: at(6005), views: []view{leads(b, 2, at(7000))}})
+		}, "leaderless for"},
+	} {
+		f := clean()
+		tc.breakIt(f)
+		v, _ := check(f)
+		if !slices.ContainsFunc(v, func(x string) bool { return strings.Contains(x, tc.want) }) {
+			t.Errorf("%s: violations %v, want one containing %q", name, v, tc.want)
+		}
+	}
+}
