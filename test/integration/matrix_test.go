@@ -116,8 +116,12 @@ func runFailovers(t testing.TB, b backend, logs *testenv.LogsServer, n int) fail
 		time.Sleep(2*b.renew + rand.N(b.renew))
 		at = time.Now()
 		leader.signal(t, syscall.SIGTERM)
-		f.planned = append(f.planned, standby.waitReadySince(t, at, 200, "leader", b.renew+boundSlack))
+		took := standby.waitReadySince(t, at, 200, "leader", b.renew+boundSlack)
+		f.planned = append(f.planned, took)
 		leader.waitExit(t, slack)
+		if took > b.renew+time.Second {
+			t.Logf("slow planned handover (%s): the old leader's log:\n%s", took, tail(leader.out.String(), 25))
+		}
 		leader, standby = standby, c.start()
 		standby.waitReady(t, 503, "standby", slack)
 	}
@@ -178,4 +182,15 @@ func requireNoGaps(t testing.TB, logs *testenv.LogsServer, job string) (total, d
 		t.Fatalf("%s: only %d entries stored; the pipeline barely ran", job, total)
 	}
 	return total, dups
+}
+
+// tail returns the last n lines of s, without debug lines.
+func tail(s string, n int) string {
+	var lines []string
+	for l := range strings.Lines(s) {
+		if !strings.Contains(l, "level=DEBUG") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "")
 }
