@@ -15,6 +15,6 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newConfigCommand(), newRunCommand(), newCheckCommand(), newDoctorCommand(), newStateCommand())
+	root.AddCommand(newVersionCommand(), newConfigCommand(), newRunCommand(), newCheckCommand(), newDoctorCommand(), newStateCommand(), newHealthCommand())
 	return root
 }
