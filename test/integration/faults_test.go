@@ -82,12 +82,30 @@ func storeFaults(t *testing.T, b backend, logs *testenv.LogsServer) {
 	fired := func(p *faultproxy.Proxy, fault string) int {
 		return p.Count(func(r faultproxy.Request) bool { return r.Fault == fault })
 	}
-	waitFired := func(p *faultproxy.Proxy, fault string, n int) {
+	waitFired := func(t *testing.T, p *faultproxy.Proxy, fault string, n int) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for fired(p, fault) < n {
 			if time.Now().After(deadline) {
 				t.Fatalf("fault %q fired %d times in 30s, want %d", fault, fired(p, fault), n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// oneLeader waits until the faults have passed: exactly one of the two
+	// answers /readyz 200, both still running.
+	oneLeader := func(t *testing.T) {
+		t.Helper()
+		deadline := time.Now().Add(b.ttl + 2*b.renew + slack)
+		for {
+			ca, _ := a.readyz()
+			cb, _ := bb.readyz()
+			if (ca == 200) != (cb == 200) && ca != 0 && cb != 0 {
+				return
+			}
+			if time.Now().After(deadline) || a.exited() || bb.exited() {
+				t.Fatalf("after the faults: /readyz %d and %d, want one leader and one standby", ca, cb)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -102,11 +120,11 @@ func storeFaults(t *testing.T, b backend, logs *testenv.LogsServer) {
 			Action: faultproxy.ApplyThenRespond, Status: 500, Body: storeError(b, 500)})
 		stores["a"].Add(faultproxy.Rule{Name: "lost-ack-500", Match: conditionalWrite(b.state), Every: 3, Times: 2,
 			Action: faultproxy.ApplyThenRespond, Status: 500, Body: storeError(b, 500)})
-		waitFired(stores["a"], "lost-ack-500", 2)
+		waitFired(t, stores["a"], "lost-ack-500", 2)
 		stores["a"].Add(faultproxy.Rule{Name: "lost-ack-reset", Match: conditionalWrite(b.state), Every: 3, Times: 2,
 			Action: faultproxy.ApplyThenReset})
-		waitFired(stores["a"], "lost-ack-reset", 2)
-		waitFired(stores["a"], "lost-ack-lease", 2)
+		waitFired(t, stores["a"], "lost-ack-reset", 2)
+		waitFired(t, stores["a"], "lost-ack-lease", 2)
 		for _, r := range stores["a"].Requests() {
 			if strings.HasPrefix(r.Fault, "lost-ack") && r.Upstream != http.StatusOK {
 				t.Fatalf("%s: the server answered %d, want 200 (the write must land)", r.Fault, r.Upstream)
@@ -130,15 +148,15 @@ func storeFaults(t *testing.T, b backend, logs *testenv.LogsServer) {
 		for _, name := range []string{"a", "b"} {
 			stores[name].Add(faultproxy.Rule{Name: "503", Times: 4, Action: faultproxy.Respond, Status: 503, Body: storeError(b, 503)})
 		}
-		waitFired(stores["a"], "503", 4)
-		waitFired(stores["b"], "503", 4)
-		time.Sleep(2 * b.renew)
+		waitFired(t, stores["a"], "503", 4)
+		waitFired(t, stores["b"], "503", 4)
+		oneLeader(t)
 	})
 
 	t.Run("429 with Retry-After", func(t *testing.T) {
 		stores["a"].Add(faultproxy.Rule{Name: "429", Match: conditionalWrite(b.state), Times: 2, Action: faultproxy.Respond,
 			Status: 429, Body: storeError(b, 429), Header: http.Header{"Retry-After": {"1"}}})
-		waitFired(stores["a"], "429", 2)
+		waitFired(t, stores["a"], "429", 2)
 		time.Sleep(2 * time.Second)
 		// The next checkpoint write after each 429 waited the hinted second.
 		reqs := stores["a"].Requests()
@@ -168,9 +186,9 @@ func storeFaults(t *testing.T, b backend, logs *testenv.LogsServer) {
 		for _, p := range []*faultproxy.Proxy{stores["a"], stores["b"], pushes["a"]} {
 			p.Add(faultproxy.Rule{Name: "latency", Times: 3, Action: faultproxy.Delay, Delay: 2 * time.Second})
 		}
-		waitFired(stores["a"], "latency", 3)
-		waitFired(stores["b"], "latency", 3)
-		time.Sleep(3 * time.Second)
+		waitFired(t, stores["a"], "latency", 3)
+		waitFired(t, stores["b"], "latency", 3)
+		oneLeader(t)
 	})
 
 	t.Run("30s partition of the leader", func(t *testing.T) {

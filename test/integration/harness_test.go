@@ -81,7 +81,9 @@ func start(t testing.TB, name, cfg string, env ...string) *daemon {
 	d.cmd = exec.Command(binary(t), "run", "--config", path)
 	// The daemon refuses unknown SF2LOKI_ variables: pass only the test's.
 	inherited := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SF2LOKI_") })
-	d.cmd.Env = append(inherited, append(env, "SF2LOKI_SERVICE__HEALTH_ADDR="+d.addr, "SF2LOKI_SERVICE__LOG_FORMAT=text")...)
+	inherited = append(inherited, env...)
+	inherited = append(inherited, "SF2LOKI_SERVICE__HEALTH_ADDR="+d.addr, "SF2LOKI_SERVICE__LOG_FORMAT=text")
+	d.cmd.Env = inherited
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	d.started = time.Now()
 	if err := d.cmd.Start(); err != nil {
