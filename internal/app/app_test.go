@@ -263,6 +263,15 @@ func TestHealthEndpoints(t *testing.T) {
 	if _, body := get(t, h, "/metrics"); !strings.Contains(body, "sf2loki_leader 0") {
 		t.Fatalf("/metrics on a standby lacks sf2loki_leader 0:\n%s", body)
 	}
+	// The replica-readiness form: 200 on a standby that can take over, 503
+	// once it has not read the lease for a ttl.
+	if code, body := get(t, h, "/readyz?standby=ok"); code != 200 || body != "standby\n" {
+		t.Fatalf("/readyz?standby=ok on a standby that just read the lease: %d %q", code, body)
+	}
+	clk.Advance(k.Status().TTL)
+	if code, body := get(t, h, "/readyz?standby=ok"); code != 503 || !strings.Contains(body, "not been read successfully within ttl") {
+		t.Fatalf("/readyz?standby=ok on a standby that has not read the lease for a ttl: %d %q", code, body)
+	}
 	lease.Remove()
 	res := k.Step(t.Context())
 	d.onAcquire(t.Context(), domain.Leadership{Epoch: res.Epoch})

@@ -252,14 +252,24 @@ func (d *Daemon) fail(err error) {
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	// /readyz is 200 on the leader only (load balancers that must reach the
+	// leader). /readyz?standby=ok is also 200 on a standby that observed the
+	// lease within ttl, so it can take over: the Kubernetes readiness probe,
+	// under which rollouts and disruption budgets keep working.
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		st := d.coord.Status()
+		standbyOK := r.URL.Query().Get("standby") == "ok"
 		switch {
 		case d.leading():
 			_, _ = io.WriteString(w, "leader\n")
 		case !st.Decided:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "starting\n")
+		case standbyOK && st.Role == domain.RoleStandby && !st.LastObserved.IsZero() && d.clock.Now().Sub(st.LastObserved) < st.TTL:
+			_, _ = io.WriteString(w, "standby\n")
+		case standbyOK:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "standby: the lease has not been read successfully within ttl\n")
 		default:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "standby\n")

@@ -107,6 +107,11 @@ type Status struct {
 	// Decided is true once the keeper has completed its first step: it
 	// knows whether it leads.
 	Decided bool
+	// LastObserved is when the lease was last read (standby) or written
+	// (leader) successfully; TTL is the lease's ttl. A standby that observed
+	// the lease within TTL is able to take over.
+	LastObserved time.Time
+	TTL          time.Duration
 }
 
 // Leadership describes a won lease, passed to Callbacks.OnAcquire.
@@ -169,6 +174,7 @@ type LeaseKeeper struct {
 	seenAt     time.Time     // standby: when seenVer was first seen
 	maxEpoch   uint64        // highest epoch seen in any lease record
 	decided    bool          // a step has completed
+	observedAt time.Time     // the last successful read or renewal
 }
 
 // NewLeaseKeeper validates cfg and returns a keeper in standby.
@@ -226,7 +232,8 @@ func (k *LeaseKeeper) Instance() string { return k.cfg.Instance }
 func (k *LeaseKeeper) Status() Status {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	s := Status{Role: k.role, Holder: k.cfg.Holder, Instance: k.cfg.Instance, Lease: k.cas.String(), Decided: k.decided}
+	s := Status{Role: k.role, Holder: k.cfg.Holder, Instance: k.cfg.Instance, Lease: k.cas.String(), Decided: k.decided,
+		LastObserved: k.observedAt, TTL: k.cfg.TTL}
 	if k.role == RoleLeader {
 		s.Epoch, s.LastRenewal, s.FenceDeadline, s.Version = k.record.Epoch, k.lastSentAt, k.deadline, k.version
 	}
@@ -349,6 +356,9 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 	// sent, and the window must not include time before that write.
 	now := k.clock.Now()
 	k.mu.Lock()
+	if err == nil || errors.Is(err, ports.ErrNotFound) {
+		k.observedAt = now
+	}
 	d := k.decide(obj, err, now)
 	k.mu.Unlock()
 	if !d.claim {
@@ -380,6 +390,7 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 	k.mu.Lock()
 	k.role, k.version, k.record, k.failures, k.lostReason = RoleLeader, res.version, rec, 0, ""
 	k.lastSentAt, k.deadline = res.sentAt, k.fenceDeadline(res.sentAt)
+	k.observedAt = k.clock.Now()
 	k.maxEpoch = max(k.maxEpoch, epoch)
 	k.seen = false
 	k.mu.Unlock()
@@ -441,6 +452,7 @@ func (k *LeaseKeeper) renew(ctx context.Context) StepResult {
 		return StepResult{Role: RoleStandby, Transition: TransitionLost, Reason: ev.Reason, Err: err}
 	case err == nil:
 		k.version, k.record, k.lastSentAt, k.deadline = res.version, rec, res.sentAt, k.fenceDeadline(res.sentAt)
+		k.observedAt = after
 		failures := k.failures
 		k.failures = 0
 		k.mu.Unlock()
