@@ -18,6 +18,7 @@ VERSITYGW_VERSION     := v1.8.0
 ETCD_VERSION          := v3.7.3
 KUBE_APISERVER_VERSION := v1.37.2
 VICTORIALOGS_VERSION  := v1.52.2
+HELM_VERSION          := v3.22.0
 
 export PATH := $(BIN):$(PATH)
 
@@ -27,7 +28,7 @@ build: ## Build bin/sf2loki
 
 .PHONY: test
 test: test-tools ## All tests with the race detector (what CI runs)
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 SEEDS ?= 100000
 
@@ -85,7 +86,13 @@ $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION):
 
 # Test servers. GCS needs none: the tests run fake-gcs-server in process.
 .PHONY: test-tools
-test-tools: $(BIN)/.versitygw-$(VERSITYGW_VERSION) $(BIN)/.etcd-$(ETCD_VERSION) $(BIN)/.kube-apiserver-$(KUBE_APISERVER_VERSION) $(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION)
+test-tools: $(BIN)/.versitygw-$(VERSITYGW_VERSION) $(BIN)/.etcd-$(ETCD_VERSION) $(BIN)/.kube-apiserver-$(KUBE_APISERVER_VERSION) $(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION) $(BIN)/.helm-$(HELM_VERSION)
+
+# helm renders the chart in deploy/helm for the deployment tests.
+$(BIN)/.helm-$(HELM_VERSION):
+	mkdir -p $(BIN)
+	CGO_ENABLED=0 GOBIN=$(BIN) $(GO) install -ldflags='-s -w' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	touch $@
 
 # VictoriaLogs: a real log database that accepts Loki's push API (the Loki
 # push peer for the pipeline tests and the demo).

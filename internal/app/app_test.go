@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/loki"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
@@ -361,5 +363,14 @@ func TestTracesExportOverOTLPHTTP(t *testing.T) {
 	defer mu.Unlock()
 	if len(paths) == 0 || paths[0] != "/v1/traces" || auth[0] != "Bearer secret-token" {
 		t.Fatalf("OTLP receiver got %v with auth %v", paths, auth)
+	}
+}
+
+// TestConfigLabelsAreLokiLabels: what check accepts, the sink accepts.
+func TestConfigLabelsAreLokiLabels(t *testing.T) {
+	for _, l := range config.StaticLabels {
+		if !slices.Contains(loki.AllowedLabels, l) {
+			t.Errorf("config allows label %q, the Loki sink refuses it", l)
+		}
 	}
 }

@@ -168,3 +168,25 @@ func TestGeneratedArtefactsAreCurrent(t *testing.T) {
 		}
 	}
 }
+
+func TestEnvironmentSetsMapEntries(t *testing.T) {
+	t.Setenv("SF2LOKI_SINK__LOKI__LABELS__ENVIRONMENT", "production")
+	t.Setenv("SF2LOKI_TELEMETRY__HEADERS__AUTHORIZATION", "Bearer x")
+	cfg, _, err := config.Load(write(t, "sink:\n  loki: {labels: {job: sf2loki}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Sink.Loki.Labels; len(got) != 2 || got["job"] != "sf2loki" || got["environment"] != "production" {
+		t.Fatalf("labels %v, want the file's job and the environment's environment", got)
+	}
+	if got := cfg.Telemetry.Headers["authorization"]; got != "Bearer x" {
+		t.Fatalf("headers %v", cfg.Telemetry.Headers)
+	}
+}
+
+func TestLabelsOutsideTheAllowedSetAreRefused(t *testing.T) {
+	_, _, err := config.Load(write(t, "sink:\n  loki: {labels: {job: sf2loki, user_id: u1}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "sink.loki.labels.user_id: not an allowed label") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -81,6 +81,7 @@ func Load(path string) (*Config, []string, error) {
 	problems = append(problems, interpolate(raw, "")...)
 	problems = append(problems, unknownKeys(raw, "")...)
 	problems = append(problems, unknownEnv(os.Environ())...)
+	envMapEntries(raw, os.Environ())
 
 	v := viper.New()
 	for _, f := range Schema() {
@@ -195,12 +196,53 @@ func unknownEnv(environ []string) []Problem {
 			continue
 		}
 		path := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
-		if slices.Contains(keys, path) || strings.HasPrefix(path, "telemetry.headers.") {
+		if _, _, ok := mapEntry(path); ok || slices.Contains(keys, path) {
 			continue
 		}
 		problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("environment variable %s names an unknown key%s", name, suggest(path))})
 	}
 	return problems
+}
+
+// mapEntry splits an environment path like sink.loki.labels.cluster into
+// a map key's path and the entry name, when it names an entry of a map.
+func mapEntry(path string) (field, key string, ok bool) {
+	for _, f := range Schema() {
+		if f.Type == "map of string" {
+			if k, found := strings.CutPrefix(path, f.Path+"."); found && k != "" {
+				return f.Path, k, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// envMapEntries adds SF2LOKI_<MAP>__<ENTRY>=value variables to the maps in
+// raw (entry names are lower-cased: environment names are upper case), so
+// labels and headers can be set on platforms configured by environment
+// alone. The environment wins over the file, as for every key.
+func envMapEntries(raw map[string]any, environ []string) {
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, EnvPrefix) {
+			continue
+		}
+		path := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
+		field, key, ok := mapEntry(path)
+		if !ok {
+			continue
+		}
+		m := raw
+		for _, part := range strings.Split(field, ".") {
+			next, ok := m[part].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[part] = next
+			}
+			m = next
+		}
+		m[key] = value
+	}
 }
 
 // suggest names the known key closest to path, if one is close.

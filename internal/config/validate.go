@@ -2,14 +2,21 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 )
 
 // Validate checks the configuration and returns warnings about risky but
 // valid choices and every problem found.
+// StaticLabels are the stream labels sink.loki.labels may set; sf2loki
+// sets source and event_type itself. Every other field belongs in
+// structured metadata, where it costs no stream.
+var StaticLabels = []string{"job", "service_name", "sf_org_id", "environment", "org"}
+
 func (c *Config) Validate() (warnings []string, problems []Problem) {
 	add := func(path, format string, args ...any) {
 		problems = append(problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
@@ -88,6 +95,12 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	}
 	if b := c.Sink.Loki.Batch; b.MaxEntries < 1 || b.MaxBytes < 1 || b.MaxWait <= 0 || b.QueueEntries < 1 || b.QueueBytes < 0 {
 		add("sink.loki.batch", "max_entries, max_bytes, max_wait and queue_entries must be > 0 and queue_bytes >= 0, got %+v", b)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
+		if !slices.Contains(StaticLabels, k) {
+			add("sink.loki.labels."+k, "not an allowed label (allowed: %s); put high-cardinality fields in sink.loki.structured_metadata_fields",
+				strings.Join(StaticLabels, ", "))
+		}
 	}
 	if c.Sink.Loki.MaxLineBytes < 0 || c.Sink.Loki.Timeout <= 0 {
 		add("sink.loki", "max_line_bytes must be >= 0 and timeout > 0")

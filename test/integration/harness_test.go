@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,33 +27,8 @@ import (
 // bounds only.
 const slack = 4 * time.Second
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds bin/sf2loki's source once into a temp dir.
-func binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sf2loki-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sf2loki")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/sf2loki")
-		cmd.Dir = testenv.RepoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// binary is the sf2loki binary under test.
+func binary(t testing.TB) string { return testenv.Sf2loki(t) }
 
 // daemon is one running sf2loki process.
 type daemon struct {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -60,42 +61,58 @@ type Config struct {
 
 // Store is one Lease with compare-and-swap.
 type Store struct {
-	client    rest.Interface
+	cfg       Config
 	namespace string
 	name      string
 	timeout   time.Duration
+
+	once    sync.Once
+	client  rest.Interface
+	initErr error
 }
 
 var _ ports.ObjectCAS = (*Store)(nil)
 
-// New validates cfg and returns the store. It makes no request.
+// New validates cfg and returns the store. It makes no request and loads
+// no client configuration until the first call.
 func New(cfg Config) (*Store, error) {
 	if cfg.Namespace == "" || cfg.Name == "" {
 		return nil, fmt.Errorf("k8s: namespace and name are required (got %q/%q)", cfg.Namespace, cfg.Name)
-	}
-	rc := cfg.REST
-	if rc == nil {
-		var err error
-		if cfg.Kubeconfig != "" {
-			rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-		} else {
-			rc, err = rest.InClusterConfig()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("k8s: load configuration for lease %s/%s (set kubeconfig, or run in a pod with a service account): %w",
-				cfg.Namespace, cfg.Name, err)
-		}
-	}
-	rc = rest.CopyConfig(rc)
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("k8s: client for lease %s/%s: %w", cfg.Namespace, cfg.Name, err)
 	}
 	timeout := cfg.RequestTimeout
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
-	return &Store{client: cs.CoordinationV1().RESTClient(), namespace: cfg.Namespace, name: cfg.Name, timeout: timeout}, nil
+	return &Store{cfg: cfg, namespace: cfg.Namespace, name: cfg.Name, timeout: timeout}, nil
+}
+
+// rest returns the API client, loading the kubeconfig or the in-cluster
+// configuration on first use: building a store (sf2loki check) never needs
+// a cluster.
+func (s *Store) rest() (rest.Interface, error) {
+	s.once.Do(func() {
+		rc := s.cfg.REST
+		if rc == nil {
+			var err error
+			if s.cfg.Kubeconfig != "" {
+				rc, err = clientcmd.BuildConfigFromFlags("", s.cfg.Kubeconfig)
+			} else {
+				rc, err = rest.InClusterConfig()
+			}
+			if err != nil {
+				s.initErr = fmt.Errorf("k8s: load configuration for lease %s/%s (set kubeconfig, or run in a pod with a service account): %w",
+					s.namespace, s.name, err)
+				return
+			}
+		}
+		cs, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
+		if err != nil {
+			s.initErr = fmt.Errorf("k8s: client for lease %s/%s: %w", s.namespace, s.name, err)
+			return
+		}
+		s.client = cs.CoordinationV1().RESTClient()
+	})
+	return s.client, s.initErr
 }
 
 // String implements ports.ObjectCAS.
@@ -106,8 +123,12 @@ func (s *Store) String() string { return "k8s://" + s.namespace + "/" + s.name }
 // built from its spec; one with no holder, renew time or duration reads as
 // unheld, so it can be claimed.
 func (s *Store) Get(ctx context.Context) (ports.Object, error) {
+	client, err := s.rest()
+	if err != nil {
+		return ports.Object{}, err
+	}
 	var lease coordinationv1.Lease
-	err := s.client.Get().Namespace(s.namespace).Resource("leases").Name(s.name).
+	err = client.Get().Namespace(s.namespace).Resource("leases").Name(s.name).
 		MaxRetries(0).Timeout(s.timeout).Do(ctx).Into(&lease)
 	if err != nil {
 		return ports.Object{}, s.classify(ctx, "get", err, ports.Precondition{})
@@ -170,12 +191,15 @@ func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (p
 	if err := pre.Validate(false); err != nil {
 		return "", err
 	}
+	client, err := s.rest()
+	if err != nil {
+		return "", err
+	}
 	if len(data) > MaxDocumentSize {
 		return "", fmt.Errorf("put %s: the document is %d bytes; a Lease holds at most %d", s, len(data), MaxDocumentSize)
 	}
 	annotations, spec := encode(data)
 	var out coordinationv1.Lease
-	var err error
 	if v, ok := pre.Version(); ok {
 		patch := map[string]any{
 			"metadata": map[string]any{"resourceVersion": string(v), "annotations": annotations},
@@ -185,7 +209,7 @@ func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (p
 		if merr != nil {
 			return "", fmt.Errorf("put %s: %w", s, merr)
 		}
-		err = s.client.Patch(types.MergePatchType).Namespace(s.namespace).Resource("leases").Name(s.name).
+		err = client.Patch(types.MergePatchType).Namespace(s.namespace).Resource("leases").Name(s.name).
 			Body(body).MaxRetries(0).Timeout(s.timeout).Do(ctx).Into(&out)
 	} else {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace, Annotations: map[string]string{}}}
@@ -195,7 +219,7 @@ func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (p
 			}
 		}
 		applySpec(&lease.Spec, data)
-		err = s.client.Post().Namespace(s.namespace).Resource("leases").
+		err = client.Post().Namespace(s.namespace).Resource("leases").
 			Body(lease).MaxRetries(0).Timeout(s.timeout).Do(ctx).Into(&out)
 	}
 	if err != nil {
@@ -254,9 +278,13 @@ func (s *Store) Delete(ctx context.Context, pre ports.Precondition) error {
 	if err := pre.Validate(true); err != nil {
 		return err
 	}
+	client, err := s.rest()
+	if err != nil {
+		return err
+	}
 	v, _ := pre.Version()
 	rv := string(v)
-	err := s.client.Delete().Namespace(s.namespace).Resource("leases").Name(s.name).
+	err = client.Delete().Namespace(s.namespace).Resource("leases").Name(s.name).
 		Body(&metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}).
 		MaxRetries(0).Timeout(s.timeout).Do(ctx).Error()
 	if err != nil {
@@ -307,13 +335,17 @@ func (s *Store) classify(parent context.Context, op string, err error, pre ports
 // dry-run merge patch (the daemon's renewal) of what was read when it exists. It returns the
 // verb that was checked last.
 func (s *Store) DryRun(ctx context.Context) (string, error) {
+	client, err := s.rest()
+	if err != nil {
+		return "", err
+	}
 	var lease coordinationv1.Lease
-	err := s.client.Get().Namespace(s.namespace).Resource("leases").Name(s.name).
+	err = client.Get().Namespace(s.namespace).Resource("leases").Name(s.name).
 		MaxRetries(0).Timeout(s.timeout).Do(ctx).Into(&lease)
 	switch {
 	case apierrors.IsNotFound(err):
 		fresh := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace}}
-		err = s.client.Post().Namespace(s.namespace).Resource("leases").Param("dryRun", "All").
+		err = client.Post().Namespace(s.namespace).Resource("leases").Param("dryRun", "All").
 			Body(fresh).MaxRetries(0).Timeout(s.timeout).Do(ctx).Error()
 		if err != nil {
 			return "create", s.classify(ctx, "create (dry run)", err, ports.CreateOnly())
@@ -324,7 +356,7 @@ func (s *Store) DryRun(ctx context.Context) (string, error) {
 	}
 	// The daemon renews with a merge patch: check exactly that verb.
 	body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q}}`, lease.ResourceVersion)
-	err = s.client.Patch(types.MergePatchType).Namespace(s.namespace).Resource("leases").Name(s.name).Param("dryRun", "All").
+	err = client.Patch(types.MergePatchType).Namespace(s.namespace).Resource("leases").Name(s.name).Param("dryRun", "All").
 		Body([]byte(body)).MaxRetries(0).Timeout(s.timeout).Do(ctx).Error()
 	if err != nil {
 		return "patch", s.classify(ctx, "patch (dry run)", err, ports.IfVersion(ports.Version(lease.ResourceVersion)))

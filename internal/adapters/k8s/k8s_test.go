@@ -271,3 +271,18 @@ func TestCallerCancellationIsNotTransient(t *testing.T) {
 func TestEndToEnd(t *testing.T) {
 	e2e.Run(t, harness(t, server(t)))
 }
+
+// TestNewLoadsNoConfigurationUntilUsed: building the store (sf2loki check,
+// outside any cluster) succeeds; the first request reports the missing
+// configuration with what to do.
+func TestNewLoadsNoConfigurationUntilUsed(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	s, err := k8s.New(k8s.Config{Namespace: "ns", Name: "lease"})
+	if err != nil {
+		t.Fatalf("New outside a cluster: %v", err)
+	}
+	if _, err := s.Get(t.Context()); err == nil || !strings.Contains(err.Error(), "set kubeconfig, or run in a pod with a service account") {
+		t.Fatalf("Get outside a cluster: %v", err)
+	}
+}
