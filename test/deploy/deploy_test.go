@@ -1,0 +1,323 @@
+// Package deploy checks the deployment artefacts: every YAML and JSON file
+// under deploy/ and configs/ parses, every sf2loki configuration they embed
+// passes `sf2loki check`, the Helm chart renders and its configuration
+// passes too, the Kubernetes manifests and the chart's output apply to a
+// real kube-apiserver (server-side dry run), and the Dockerfile builds a
+// static binary.
+package deploy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sf2loki/sf2loki/internal/testenv"
+)
+
+// helmTemplates holds Go templates, not YAML.
+const helmTemplates = "deploy/helm/sf2loki/templates"
+
+// artefacts returns the YAML and JSON files under deploy/ and configs/,
+// relative to the repository root.
+func artefacts(t *testing.T) []string {
+	t.Helper()
+	root := testenv.RepoRoot(t)
+	var files []string
+	for _, dir := range []string{"deploy", "configs"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			if d.IsDir() && rel == helmTemplates {
+				return filepath.SkipDir
+			}
+			switch filepath.Ext(path) {
+			case ".yaml", ".yml", ".json":
+				files = append(files, rel)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files
+}
+
+// docs decodes every YAML document of a file (JSON is YAML).
+func docs(t *testing.T, rel string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeAll(t, rel, data)
+}
+
+func decodeAll(t *testing.T, name string, data []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if doc != nil {
+			out = append(out, doc)
+		}
+	}
+	return out
+}
+
+func TestEveryArtefactParses(t *testing.T) {
+	files := artefacts(t)
+	if len(files) < 15 {
+		t.Fatalf("found only %d YAML/JSON files under deploy/ and configs/: %v", len(files), files)
+	}
+	for _, rel := range files {
+		if filepath.Ext(rel) == ".json" {
+			data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v any
+			if err := json.Unmarshal(data, &v); err != nil {
+				t.Errorf("%s: not valid JSON: %v", rel, err)
+			}
+			continue
+		}
+		if len(docs(t, rel)) == 0 {
+			t.Errorf("%s: no YAML document", rel)
+		}
+	}
+	t.Logf("%d files parse: %s", len(files), strings.Join(files, ", "))
+}
+
+// check runs `sf2loki check` on cfg (YAML; "" for none) with exactly env.
+func check(t *testing.T, what, cfg string, env []string) {
+	t.Helper()
+	args := []string{"check"}
+	if cfg != "" {
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", path)
+	}
+	cmd := exec.Command(testenv.Sf2loki(t), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "configuration is valid") {
+		t.Errorf("%s: sf2loki check failed (%v):\n%s\nconfig:\n%s\nenv: %v", what, err, out, cfg, env)
+	}
+}
+
+// get walks a decoded document by keys and list indexes.
+func get(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// envOf turns a container's env list ({name, value}, or ECS's
+// {name, value} objects) into NAME=value pairs; valueFrom entries (set by
+// the platform at run time) are left out.
+func envOf(list any) []string {
+	var env []string
+	items, _ := list.([]any)
+	for _, it := range items {
+		m, _ := it.(map[string]any)
+		name, _ := m["name"].(string)
+		value, ok := m["value"]
+		if name == "" || !ok {
+			continue
+		}
+		env = append(env, name+"="+toString(value))
+	}
+	return env
+}
+
+func toString(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestKubernetesConfigPassesCheck(t *testing.T) {
+	var cfg string
+	var env []string
+	for _, rel := range []string{"deploy/kubernetes/configmap.yaml", "deploy/kubernetes/deployment.yaml"} {
+		for _, d := range docs(t, rel) {
+			switch d["kind"] {
+			case "ConfigMap":
+				cfg, _ = get(d, "data", "config.yaml").(string)
+			case "Deployment":
+				env = envOf(get(d, "spec", "template", "spec", "containers", 0, "env"))
+			}
+		}
+	}
+	if cfg == "" {
+		t.Fatal("deploy/kubernetes/configmap.yaml holds no config.yaml")
+	}
+	check(t, "deploy/kubernetes", cfg, env)
+}
+
+func TestECSTaskDefinitionConfigPassesCheck(t *testing.T) {
+	d := docs(t, "deploy/ecs-fargate/task-definition.json")[0]
+	c := get(d, "containerDefinitions", 0)
+	env := envOf(get(c, "environment"))
+	if len(env) < 5 || !slices.Contains(env, "SF2LOKI_COORDINATE__TYPE=s3_lease") || !slices.Contains(env, "SF2LOKI_STATE__STORE=s3") {
+		t.Fatalf("the task definition does not configure s3_lease with s3 state: %v", env)
+	}
+	if cmd := toString(get(c, "command")); cmd != `["run"]` {
+		t.Fatalf("command %s, want [\"run\"] (configuration from the environment)", cmd)
+	}
+	if hc := toString(get(c, "healthCheck", "command")); !strings.Contains(hc, "sf2loki") || !strings.Contains(hc, "health") {
+		t.Errorf("the container health check %s does not run sf2loki health (/healthz)", hc)
+	}
+	tg := docs(t, "deploy/ecs-fargate/target-group.json")[0]
+	if tg["HealthCheckPath"] != "/readyz" {
+		t.Errorf("the ALB target group checks %v, want /readyz (the leader only)", tg["HealthCheckPath"])
+	}
+	check(t, "deploy/ecs-fargate/task-definition.json", "", env)
+}
+
+func TestCloudRunServiceConfigPassesCheck(t *testing.T) {
+	d := docs(t, "deploy/cloud-run/service.yaml")[0]
+	spec := get(d, "spec", "template")
+	if get(spec, "metadata", "annotations", "autoscaling.knative.dev/minScale") != "2" ||
+		get(spec, "metadata", "annotations", "run.googleapis.com/cpu-throttling") != "false" {
+		t.Errorf("the Cloud Run service must keep 2 instances with CPU always allocated: %v", get(spec, "metadata", "annotations"))
+	}
+	c := get(spec, "spec", "containers", 0)
+	env := envOf(get(c, "env"))
+	if !slices.Contains(env, "SF2LOKI_COORDINATE__TYPE=gcs_lease") || !slices.Contains(env, "SF2LOKI_STATE__STORE=gcs") {
+		t.Fatalf("the service does not configure gcs_lease with gcs state: %v", env)
+	}
+	check(t, "deploy/cloud-run/service.yaml", "", env)
+}
+
+func TestExampleConfigPassesCheck(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "configs", "sf2loki.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "configs/sf2loki.example.yaml", string(data), nil)
+}
+
+// helmTemplate renders the chart with the values files, or fails the test.
+func helmTemplate(t *testing.T, ns string, values ...string) []map[string]any {
+	t.Helper()
+	out, err := helmRun(t, ns, values...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", values, err, out)
+	}
+	return decodeAll(t, "helm template", out)
+}
+
+func helmRun(t *testing.T, ns string, values ...string) ([]byte, error) {
+	t.Helper()
+	helm := testenv.Binary(t, "helm")
+	chart := filepath.Join(testenv.RepoRoot(t), "deploy", "helm", "sf2loki")
+	args := []string{"template", "sf2loki", chart, "--namespace", ns}
+	for _, v := range values {
+		args = append(args, "-f", filepath.Join(chart, "ci", v))
+	}
+	cmd := exec.Command(helm, args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	return cmd.CombinedOutput()
+}
+
+func kinds(docs []map[string]any) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, d := range docs {
+		out[toString(d["kind"])] = d
+	}
+	return out
+}
+
+// TestHelmChart renders the chart for each lease type (the values files in
+// deploy/helm/sf2loki/ci) and checks the rendered configuration with
+// sf2loki check, the probes and pod security, and that the ServiceAccount
+// token and the Lease Role exist only for k8s_lease.
+func TestHelmChart(t *testing.T) {
+	for _, tc := range []struct {
+		values   string
+		k8sLease bool
+	}{
+		{"k8s-lease-values.yaml", true},
+		{"s3-lease-values.yaml", false},
+		{"gcs-lease-values.yaml", false},
+	} {
+		t.Run(tc.values, func(t *testing.T) {
+			objs := kinds(helmTemplate(t, "sf2loki-helm", tc.values))
+			cfg, _ := get(objs["ConfigMap"], "data", "config.yaml").(string)
+			pod := get(objs["Deployment"], "spec", "template", "spec")
+			c := get(pod, "containers", 0)
+			check(t, "helm "+tc.values, cfg, envOf(get(c, "env")))
+			if got := get(pod, "automountServiceAccountToken"); got != tc.k8sLease {
+				t.Errorf("automountServiceAccountToken %v, want %v (the token is mounted only for k8s_lease)", got, tc.k8sLease)
+			}
+			if _, ok := objs["Role"]; ok != tc.k8sLease {
+				t.Errorf("Role rendered: %v, want %v", ok, tc.k8sLease)
+			}
+			if tc.k8sLease {
+				if rn := toString(get(objs["Role"], "rules", 0, "resourceNames")); rn != `["sf2loki-leader"]` {
+					t.Errorf("the Role's get/patch rule names %s, want the one Lease", rn)
+				}
+				if !strings.Contains(cfg, "namespace: sf2loki-helm") {
+					t.Errorf("the k8s_lease namespace is not the release namespace:\n%s", cfg)
+				}
+			}
+			for probe, want := range map[string]string{"readinessProbe": "/readyz?standby=ok", "livenessProbe": "/healthz"} {
+				if got := get(c, probe, "httpGet", "path"); got != want {
+					t.Errorf("%s %v, want %s", probe, got, want)
+				}
+			}
+			if get(pod, "securityContext", "runAsUser") != 10001 || get(c, "securityContext", "readOnlyRootFilesystem") != true {
+				t.Errorf("pod security: %v / %v", get(pod, "securityContext"), get(c, "securityContext"))
+			}
+			if objs["PodDisruptionBudget"] == nil {
+				t.Error("no PodDisruptionBudget")
+			}
+		})
+	}
+	t.Run("refuses incomplete values", func(t *testing.T) {
+		out, err := helmRun(t, "sf2loki-helm")
+		if err == nil || !strings.Contains(string(out), "config.state.s3.bucket is required") {
+			t.Fatalf("the default values rendered without a state bucket (%v):\n%s", err, out)
+		}
+	})
+}
