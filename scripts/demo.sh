@@ -2,10 +2,12 @@
 # A local HA demo: VictoriaLogs (a Loki-compatible log store) and two sf2loki
 # replicas sharing a lease file and a checkpoint file under ./.demo/, with the
 # synthetic source. Ctrl-C stops everything this script started.
+# DEMO_SECONDS=N stops it after N seconds (the tests run it that way);
+# DEMO_DIR moves its files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEMO=.demo
+DEMO=${DEMO_DIR:-.demo}
 LOGS_ADDR=127.0.0.1:9428
 A_ADDR=127.0.0.1:8081
 B_ADDR=127.0.0.1:8082
@@ -62,4 +64,11 @@ Checkpoints:        ./bin/sf2loki state --config $DEMO/sf2loki.yaml show
 Fail over:          kill -9 <the leader's pid>   (the standby's /readyz turns to "leader" within ~8s)
 Ctrl-C stops everything.
 EOT
+if [ -n "${DEMO_SECONDS:-}" ]; then
+  sleep "$DEMO_SECONDS"
+  echo "after ${DEMO_SECONDS}s: replica-a $(curl -s "http://$A_ADDR/readyz" || true), replica-b $(curl -s "http://$B_ADDR/readyz" || true)"
+  echo "checkpoints:"
+  ./bin/sf2loki state --config "$DEMO/sf2loki.yaml" show
+  exit 0
+fi
 wait

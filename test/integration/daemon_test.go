@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,36 +66,120 @@ func TestCheckCommand(t *testing.T) {
 	}
 }
 
-// TestReadmeHAPair runs the README's local HA pair configuration as written.
-func TestReadmeHAPair(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "README.md"))
+// shBlocks returns the ```sh blocks of a Markdown file.
+func shBlocks(t *testing.T, rel string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), rel))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "<<'YAML'\n")
-	cfg, _, ok2 := strings.Cut(rest, "\nYAML\n")
-	if !ok || !ok2 {
-		t.Fatal("README has no YAML heredoc for the HA pair")
+	var blocks []string
+	rest := string(data)
+	for {
+		_, after, ok := strings.Cut(rest, "```sh\n")
+		if !ok {
+			return blocks
+		}
+		block, tail, _ := strings.Cut(after, "```")
+		blocks = append(blocks, block)
+		rest = tail
 	}
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "ha"), 0o755); err != nil {
+}
+
+// commands returns a block's command lines: comments and heredoc bodies
+// dropped.
+func commands(block string) []string {
+	var out []string
+	heredoc := ""
+	for line := range strings.Lines(block) {
+		line = strings.TrimSpace(line)
+		if heredoc != "" {
+			if line == heredoc {
+				heredoc = ""
+			}
+			continue
+		}
+		if cmd, _, _ := strings.Cut(line, "#"); strings.TrimSpace(cmd) != "" {
+			out = append(out, strings.TrimSpace(cmd))
+		}
+		if _, tag, ok := strings.Cut(line, "<<'"); ok {
+			heredoc, _, _ = strings.Cut(tag, "'")
+		}
+	}
+	return out
+}
+
+// TestReadmeCommandsAreExercised: every command in the README is run by
+// .ci/run or by a test here (the HA pair block verbatim, make demo).
+func TestReadmeCommandsAreExercised(t *testing.T) {
+	ci, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), ".ci", "run"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The README's paths are relative to the working directory.
-	binary(t)
-	t.Chdir(dir)
-	a := start(t, "a", cfg)
-	b := start(t, "b", cfg)
-	deadline := time.Now().Add(6*time.Second + slack)
-	for {
-		ca, _ := a.readyz()
-		cb, _ := b.readyz()
-		if (ca == 200) != (cb == 200) && ca != 0 && cb != 0 {
-			break
+	byTest := map[string]string{"make demo": "TestMakeDemo"}
+	for _, c := range commands(haPairBlock(t)) {
+		byTest[c] = "TestReadmeHAPair"
+	}
+	n := 0
+	for _, block := range shBlocks(t, "README.md") {
+		for _, c := range commands(block) {
+			n++
+			if _, ok := byTest[c]; ok || strings.Contains(string(ci), "\n"+c+"\n") {
+				continue
+			}
+			t.Errorf("README command %q is run neither by .ci/run nor by a test", c)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("README pair: /readyz %d and %d, want one leader and one standby", ca, cb)
+	}
+	if n < 8 {
+		t.Fatalf("found only %d README commands", n)
+	}
+}
+
+// haPairBlock is the README block that starts the local HA pair.
+func haPairBlock(t *testing.T) string {
+	t.Helper()
+	for _, b := range shBlocks(t, "README.md") {
+		if strings.Contains(b, "<<'YAML'") {
+			return b
 		}
-		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("README has no HA pair block")
+	return ""
+}
+
+// TestReadmeHAPair runs the README's HA pair block as written, in a fresh
+// directory, with `make build` standing for the binary already built.
+func TestReadmeHAPair(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(binary(t), filepath.Join(dir, "bin", "sf2loki")); err != nil {
+		t.Fatal(err)
+	}
+	script := "set -e\nmake() { test \"$*\" = build; }\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n" + haPairBlock(t)
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SF2LOKI_") })
+	out, err := cmd.CombinedOutput()
+	lines := strings.Split(string(out), "\n")
+	if err != nil || !slices.Contains(lines, "leader") || !slices.Contains(lines, "standby") {
+		t.Fatalf("README HA pair (%v): want one leader and one standby:\n%s", err, out)
+	}
+}
+
+// TestMakeDemo runs `make demo` for a few seconds: VictoriaLogs and two
+// replicas, one leading, the synthetic events stored.
+func TestMakeDemo(t *testing.T) {
+	testenv.Binary(t, "victoria-logs")
+	cmd := exec.Command("make", "demo")
+	cmd.Dir = testenv.RepoRoot(t)
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SF2LOKI_") }),
+		"DEMO_DIR="+t.TempDir(), "DEMO_SECONDS=6")
+	out, err := cmd.CombinedOutput()
+	got := string(out)
+	after, _, _ := strings.Cut(got[strings.LastIndex(got, "after 6s:")+1:], "\n")
+	if err != nil || !strings.Contains(after, "leader") || !strings.Contains(after, "standby") || !strings.Contains(got, "synthetic:LoginEvent") {
+		t.Fatalf("make demo (%v): want one leader, one standby and stored checkpoints:\n%s", err, got)
 	}
 }
