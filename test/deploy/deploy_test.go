@@ -251,7 +251,7 @@ func helmRun(t *testing.T, ns string, values ...string) ([]byte, error) {
 	t.Helper()
 	helm := testenv.Binary(t, "helm")
 	chart := filepath.Join(testenv.RepoRoot(t), "deploy", "helm", "sf2loki")
-	args := []string{"template", "sf2loki", chart, "--namespace", ns}
+	args := []string{"template", "sf2loki", chart, "--namespace", ns, "--kube-version", "1.37.2"}
 	for _, v := range values {
 		args = append(args, "-f", filepath.Join(chart, "ci", v))
 	}

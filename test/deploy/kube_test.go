@@ -51,27 +51,36 @@ func TestManifestsApplyToARealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply := func(t *testing.T, source string, doc map[string]any) {
-		t.Helper()
+	dryRun := func(doc map[string]any) error {
 		obj := &unstructured.Unstructured{Object: doc}
 		if obj.GetKind() == "Namespace" {
-			return // created above
+			return nil // created above
 		}
 		gvk := obj.GroupVersionKind()
 		m, err := mapper.RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version)
 		if err != nil {
-			t.Errorf("%s: %s: %v", source, gvk, err)
-			return
+			return err
 		}
 		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
 		if m.Scope.Name() == meta.RESTScopeNameNamespace {
 			ri = dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
 		}
 		_, err = ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "sf2loki-deploy-test", DryRun: []string{metav1.DryRunAll}, Force: true})
-		if err != nil {
-			t.Errorf("%s: %s %s/%s: %v", source, gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+		return err
+	}
+	apply := func(t *testing.T, source string, doc map[string]any) {
+		t.Helper()
+		if err := dryRun(doc); err != nil {
+			t.Errorf("%s: %v %v: %v", source, doc["kind"], get(doc, "metadata", "name"), err)
 		}
 	}
+	t.Run("an invalid object is refused", func(t *testing.T) {
+		bad := docs(t, "deploy/kubernetes/pdb.yaml")[0]
+		bad["spec"].(map[string]any)["maxUnavailible"] = 1
+		if err := dryRun(bad); err == nil {
+			t.Fatal("the API server accepted a PodDisruptionBudget with an unknown field: the dry run proves nothing")
+		}
+	})
 	t.Run("deploy/kubernetes", func(t *testing.T) {
 		dir := filepath.Join(testenv.RepoRoot(t), "deploy", "kubernetes")
 		entries, err := os.ReadDir(dir)
