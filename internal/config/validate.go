@@ -10,13 +10,13 @@ import (
 	"time"
 )
 
-// Validate checks the configuration and returns warnings about risky but
-// valid choices and every problem found.
 // StaticLabels are the stream labels sink.loki.labels may set; sf2loki
 // sets source and event_type itself. Every other field belongs in
 // structured metadata, where it costs no stream.
 var StaticLabels = []string{"job", "service_name", "sf_org_id", "environment", "org"}
 
+// Validate checks the configuration and returns warnings about risky but
+// valid choices and every problem found.
 func (c *Config) Validate() (warnings []string, problems []Problem) {
 	add := func(path, format string, args ...any) {
 		problems = append(problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
