@@ -1,0 +1,444 @@
+// Package salesforce talks to a Salesforce org: OAuth 2.0 server-to-server
+// authentication (JWT bearer and client credentials) with a single-flight
+// token cache, and authenticated REST calls that re-mint once on a 401.
+package salesforce
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/clock"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// Auth modes.
+const (
+	JWTBearer         = "jwt_bearer"
+	ClientCredentials = "client_credentials"
+)
+
+// Login hosts for the environment shortcut.
+const (
+	ProductionLoginURL = "https://login.salesforce.com"
+	SandboxLoginURL    = "https://test.salesforce.com"
+)
+
+// Config is one org's credentials.
+type Config struct {
+	// AuthMode is JWTBearer or ClientCredentials.
+	AuthMode string
+	// LoginURL is the token host: login/test.salesforce.com or the My Domain
+	// URL (client credentials requires My Domain).
+	LoginURL string
+	ClientID string
+	// Username is the user a JWT bearer token runs as.
+	Username string
+	// PrivateKeyPEM signs the JWT (PKCS#1 or PKCS#8 RSA).
+	PrivateKeyPEM []byte
+	ClientSecret  string
+	// OrgID, if set, is used instead of asking /services/oauth2/userinfo.
+	OrgID string
+	// TokenTTL is how long a minted token is trusted (the org's session
+	// timeout); the cache renews 60s before it ends. Default 2h.
+	TokenTTL time.Duration
+	// HTTPClient defaults to one with a 30s timeout.
+	HTTPClient *http.Client
+	// Clock defaults to the real clock.
+	Clock ports.Clock
+	// MintAttempts bounds token requests per mint on transport errors and
+	// 5xx (default 4), with backoff from MintBackoff (default 500ms)
+	// doubling.
+	MintAttempts int
+	MintBackoff  time.Duration
+}
+
+// Token is a minted access token.
+type Token struct {
+	AccessToken string
+	InstanceURL string
+	// IdentityURL is https://login.salesforce.com/id/<org>/<user>.
+	IdentityURL string
+	Expires     time.Time
+}
+
+// AuthError is the token endpoint's refusal: a configuration problem, not
+// retried.
+type AuthError struct {
+	Status      int
+	Code        string
+	Description string
+	LoginURL    string
+}
+
+func (e *AuthError) Error() string {
+	hint := ""
+	switch e.Code {
+	case "invalid_grant":
+		hint = "; check the username, that the user is pre-authorised for the connected app, the certificate, and login_url"
+	case "invalid_client_id", "invalid_client":
+		hint = "; check client_id (the consumer key) and client_secret"
+	}
+	return fmt.Sprintf("salesforce: %s refused the token request (%d %s: %s)%s", e.LoginURL, e.Status, e.Code, e.Description, hint)
+}
+
+// Auth mints and caches tokens for one org. It is safe for concurrent use:
+// concurrent callers share one mint.
+type Auth struct {
+	cfg   Config
+	key   *rsa.PrivateKey
+	clock ports.Clock
+
+	mu       sync.Mutex
+	cur      *Token
+	inflight *mint
+	orgID    string
+}
+
+type mint struct {
+	done chan struct{}
+	tok  *Token
+	err  error
+}
+
+// New validates cfg and parses the key. It makes no request.
+func New(cfg Config) (*Auth, error) {
+	if cfg.ClientID == "" {
+		return nil, errors.New("salesforce: client_id is required")
+	}
+	u, err := url.Parse(cfg.LoginURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("salesforce: login_url %q is not a URL like https://login.salesforce.com", cfg.LoginURL)
+	}
+	cfg.LoginURL = strings.TrimRight(cfg.LoginURL, "/")
+	a := &Auth{cfg: cfg, clock: cfg.Clock, orgID: cfg.OrgID}
+	switch cfg.AuthMode {
+	case JWTBearer:
+		if cfg.Username == "" {
+			return nil, errors.New("salesforce: username is required for jwt_bearer")
+		}
+		if a.key, err = ParsePrivateKey(cfg.PrivateKeyPEM); err != nil {
+			return nil, err
+		}
+	case ClientCredentials:
+		if cfg.ClientSecret == "" {
+			return nil, errors.New("salesforce: client_secret is required for client_credentials")
+		}
+		if err := RequireMyDomain(cfg.LoginURL); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("salesforce: auth_mode %q is not one of %s, %s", cfg.AuthMode, JWTBearer, ClientCredentials)
+	}
+	if a.cfg.TokenTTL <= 0 {
+		a.cfg.TokenTTL = 2 * time.Hour
+	}
+	if a.cfg.HTTPClient == nil {
+		a.cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if a.clock == nil {
+		a.clock = clock.New()
+	}
+	if a.cfg.MintBackoff <= 0 {
+		a.cfg.MintBackoff = 500 * time.Millisecond
+	}
+	if a.cfg.MintAttempts <= 0 {
+		a.cfg.MintAttempts = 4
+	}
+	return a, nil
+}
+
+// RequireMyDomain refuses the generic login hosts, which the client
+// credentials flow does not support.
+func RequireMyDomain(loginURL string) error {
+	u, err := url.Parse(loginURL)
+	if err != nil {
+		return fmt.Errorf("salesforce: login_url %q: %w", loginURL, err)
+	}
+	switch strings.ToLower(u.Hostname()) {
+	case "login.salesforce.com", "test.salesforce.com":
+		return fmt.Errorf("salesforce: client_credentials needs the org's My Domain URL as login_url "+
+			"(https://<name>.my.salesforce.com), not %s: Salesforce does not support this flow on the generic login hosts", u.Hostname())
+	}
+	return nil
+}
+
+// ParsePrivateKey reads an RSA key in PKCS#1 or PKCS#8 PEM.
+func ParsePrivateKey(pemBytes []byte) (*rsa.PrivateKey, error) {
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		return nil, errors.New("salesforce: private_key is not PEM (expected -----BEGIN PRIVATE KEY----- or -----BEGIN RSA PRIVATE KEY-----)")
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("salesforce: private_key: %w", err)
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("salesforce: private_key is a %T; the JWT bearer flow needs RSA (RS256)", k)
+	}
+	return rk, nil
+}
+
+// LoadSecret returns value, or the trimmed contents of file when value is
+// empty. A blank secret is missing, whichever way it came (what names the
+// setting in the error).
+func LoadSecret(what, value, file string) (string, error) {
+	if value == "" && file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("salesforce: %s_file: %w", what, err)
+		}
+		value = string(b)
+		if strings.TrimSpace(value) == "" {
+			return "", fmt.Errorf("salesforce: %s_file %s is empty: a blank secret is a missing secret", what, file)
+		}
+	}
+	if strings.TrimSpace(value) == "" {
+		return "", fmt.Errorf("salesforce: %s is missing: set %s or %s_file", what, what, what)
+	}
+	if what == "private_key" {
+		return strings.TrimSpace(value) + "\n", nil
+	}
+	return strings.TrimSpace(value), nil
+}
+
+// Token returns a valid token, minting one when the cache is empty or
+// within 60s of expiry. Concurrent callers share one mint.
+func (a *Auth) Token(ctx context.Context) (*Token, error) {
+	a.mu.Lock()
+	if t := a.cur; t != nil && a.clock.Now().Before(t.Expires) {
+		a.mu.Unlock()
+		return t, nil
+	}
+	m := a.inflight
+	if m == nil {
+		m = &mint{done: make(chan struct{})}
+		a.inflight = m
+		go a.mint(m)
+	}
+	a.mu.Unlock()
+	select {
+	case <-m.done:
+		return m.tok, m.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Invalidate drops tok from the cache if it is still the cached token: a
+// 401 on an old token must not throw away a newer one another caller
+// already minted.
+func (a *Auth) Invalidate(tok *Token) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur != nil && tok != nil && a.cur.AccessToken == tok.AccessToken {
+		a.cur = nil
+	}
+}
+
+func (a *Auth) mint(m *mint) {
+	// The mint outlives any one caller: a cancelled caller must not fail
+	// the others waiting on it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tok, err := a.mintWithRetry(ctx)
+	a.mu.Lock()
+	if err == nil {
+		a.cur = tok
+	}
+	a.inflight = nil
+	a.mu.Unlock()
+	m.tok, m.err = tok, err
+	close(m.done)
+}
+
+func (a *Auth) mintWithRetry(ctx context.Context) (*Token, error) {
+	backoff := a.cfg.MintBackoff
+	var lastErr error
+	for attempt := 1; attempt <= a.cfg.MintAttempts; attempt++ {
+		if attempt > 1 {
+			select {
+			case <-a.clock.After(backoff):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			backoff *= 2
+		}
+		tok, err := a.mintOnce(ctx)
+		if err == nil || !ports.IsTransient(err) {
+			return tok, err
+		}
+		lastErr = err
+	}
+	return nil, fmt.Errorf("salesforce: no token after %d attempts: %w", a.cfg.MintAttempts, lastErr)
+}
+
+func (a *Auth) form() (url.Values, error) {
+	if a.cfg.AuthMode == ClientCredentials {
+		return url.Values{"grant_type": {"client_credentials"}, "client_id": {a.cfg.ClientID}, "client_secret": {a.cfg.ClientSecret}}, nil
+	}
+	assertion, err := a.assertion()
+	if err != nil {
+		return nil, err
+	}
+	return url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:jwt-bearer"}, "assertion": {assertion}}, nil
+}
+
+// assertion is the RS256-signed JWT: iss = client id, sub = username,
+// aud = login URL, exp = now + 3 minutes (epoch seconds).
+func (a *Auth) assertion() (string, error) {
+	enc := base64.RawURLEncoding
+	header := enc.EncodeToString([]byte(`{"alg":"RS256"}`))
+	claims, err := json.Marshal(map[string]any{
+		"iss": a.cfg.ClientID, "sub": a.cfg.Username, "aud": a.cfg.LoginURL,
+		"exp": a.clock.Now().Add(3 * time.Minute).Unix(),
+	})
+	if err != nil {
+		return "", err
+	}
+	signing := header + "." + enc.EncodeToString(claims)
+	sum := sha256.Sum256([]byte(signing))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, a.key, crypto.SHA256, sum[:])
+	if err != nil {
+		return "", fmt.Errorf("salesforce: sign the JWT: %w", err)
+	}
+	return signing + "." + enc.EncodeToString(sig), nil
+}
+
+func (a *Auth) mintOnce(ctx context.Context) (*Token, error) {
+	form, err := a.form()
+	if err != nil {
+		return nil, err
+	}
+	minted := a.clock.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.LoginURL+"/services/oauth2/token", strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	resp, err := a.cfg.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, ports.Transient("token", fmt.Errorf("salesforce: token request to %s: %w", a.cfg.LoginURL, err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, ports.Transient("token", fmt.Errorf("salesforce: reading the token response: %w", err))
+	}
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		return nil, ports.TransientAfter("token", ports.ParseRetryAfter(resp.Header.Get("Retry-After")),
+			fmt.Errorf("salesforce: token endpoint %s answered %d: %s", a.cfg.LoginURL, resp.StatusCode, snippet(body)))
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error       string `json:"error"`
+			Description string `json:"error_description"`
+		}
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+			e.Error, e.Description = http.StatusText(resp.StatusCode), snippet(body)
+		}
+		return nil, &AuthError{Status: resp.StatusCode, Code: e.Error, Description: e.Description, LoginURL: a.cfg.LoginURL}
+	}
+	var ok struct {
+		AccessToken string `json:"access_token"`
+		InstanceURL string `json:"instance_url"`
+		ID          string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &ok); err != nil || ok.AccessToken == "" || ok.InstanceURL == "" {
+		return nil, fmt.Errorf("salesforce: the token endpoint %s answered 200 without access_token and instance_url: %s", a.cfg.LoginURL, snippet(body))
+	}
+	return &Token{AccessToken: ok.AccessToken, InstanceURL: strings.TrimRight(ok.InstanceURL, "/"), IdentityURL: ok.ID,
+		Expires: minted.Add(a.cfg.TokenTTL - time.Minute)}, nil
+}
+
+// snippet is the start of a body, for error messages.
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// Do sends the request build makes for a token, with the token as bearer.
+// On a 401 it invalidates that token only, mints a new one and sends once
+// more. The caller closes the response body.
+func (a *Auth) Do(ctx context.Context, build func(tok *Token) (*http.Request, error)) (*http.Response, error) {
+	for attempt := 1; ; attempt++ {
+		tok, err := a.Token(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req, err := build(tok)
+		if err != nil {
+			return nil, err
+		}
+		req = req.WithContext(ctx)
+		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+		resp, err := a.cfg.HTTPClient.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, ports.Transient("request", fmt.Errorf("salesforce: %s %s: %w", req.Method, req.URL.Path, err))
+		}
+		if resp.StatusCode != http.StatusUnauthorized || attempt > 1 {
+			return resp, nil
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		a.Invalidate(tok)
+	}
+}
+
+// OrgID returns the configured org id, or asks /services/oauth2/userinfo
+// once and caches the answer.
+func (a *Auth) OrgID(ctx context.Context) (string, error) {
+	a.mu.Lock()
+	id := a.orgID
+	a.mu.Unlock()
+	if id != "" {
+		return id, nil
+	}
+	resp, err := a.Do(ctx, func(tok *Token) (*http.Request, error) {
+		return http.NewRequest(http.MethodGet, tok.InstanceURL+"/services/oauth2/userinfo", nil)
+	})
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var info struct {
+		OrganizationID string `json:"organization_id"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil || info.OrganizationID == "" {
+		return "", fmt.Errorf("salesforce: userinfo answered %d without organization_id (set salesforce.org_id): %s", resp.StatusCode, snippet(body))
+	}
+	a.mu.Lock()
+	a.orgID = info.OrganizationID
+	a.mu.Unlock()
+	return info.OrganizationID, nil
+}
