@@ -66,7 +66,7 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	if err != nil {
 		r.Checks = append(r.Checks, Check{"config", Fail, err.Error()},
 			Check{"state", Skip, "the configuration is invalid"}, Check{"coordinator", Skip, "the configuration is invalid"},
-			Check{"loki", Skip, "the configuration is invalid"})
+			Check{"loki", Skip, "the configuration is invalid"}, Check{"auth", Skip, "the configuration is invalid"})
 		r.ExitCode = ExitInvalidConfig
 		return r
 	}
@@ -74,13 +74,35 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	for _, w := range warnings {
 		r.Checks = append(r.Checks, Check{"config", Warn, w})
 	}
-	r.Checks = append(r.Checks, checkState(ctx, cfg), checkCoordinator(ctx, cfg), checkLoki(ctx, cfg))
+	r.Checks = append(r.Checks, checkState(ctx, cfg), checkCoordinator(ctx, cfg), checkLoki(ctx, cfg), checkAuth(ctx, cfg))
 	for _, c := range r.Checks {
 		if c.Status == Fail {
 			r.ExitCode = 1
 		}
 	}
 	return r
+}
+
+// checkAuth mints a Salesforce token with the configured credentials.
+func checkAuth(ctx context.Context, cfg *config.Config) Check {
+	if cfg.Salesforce.AuthMode == "none" {
+		return Check{"auth", Skip, "salesforce.auth_mode is none"}
+	}
+	auth, err := newSalesforceAuth(cfg.Salesforce)
+	if err != nil {
+		return Check{"auth", Fail, err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tok, err := auth.Token(ctx)
+	if err != nil {
+		return Check{"auth", Fail, err.Error()}
+	}
+	org, err := auth.OrgID(ctx)
+	if err != nil {
+		return Check{"auth", Fail, fmt.Sprintf("token minted for %s, but: %v", tok.InstanceURL, err)}
+	}
+	return Check{"auth", Pass, fmt.Sprintf("%s token minted at %s for %s, org %s", cfg.Salesforce.AuthMode, cfg.Salesforce.SalesforceLoginURL(), tok.InstanceURL, org)}
 }
 
 func checkState(ctx context.Context, cfg *config.Config) Check {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -242,12 +243,12 @@ func TestDoctorInvalidConfigAndJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back DoctorReport
-	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.ExitCode != 2 || len(back.Checks) != 4 {
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.ExitCode != 2 || len(back.Checks) != 5 {
 		t.Fatalf("JSON %s: %v", buf.String(), err)
 	}
 	buf.Reset()
 	_ = r.Write(&buf, false)
-	if !strings.Contains(buf.String(), "0 passed, 0 warned, 1 failed, 3 skipped") {
+	if !strings.Contains(buf.String(), "0 passed, 0 warned, 1 failed, 4 skipped") {
 		t.Fatalf("table:\n%s", buf.String())
 	}
 }
@@ -304,5 +305,47 @@ func TestDoctorLokiPushesWithStructuredMetadata(t *testing.T) {
 	}
 	if c := check(Doctor(t.Context(), writeConfig(t, fmt.Sprintf("state: {file: {path: %s/s2.json}}\n", dir))), "loki"); c.Status != Skip {
 		t.Fatalf("no sink configured: %+v", c)
+	}
+}
+
+func TestDoctorAuth(t *testing.T) {
+	var mints int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/services/oauth2/token":
+			_ = r.ParseForm()
+			if r.PostForm.Get("client_secret") != "s3cret" {
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"error":"invalid_client","error_description":"invalid client credentials"}`)
+				return
+			}
+			mints++
+			_, _ = fmt.Fprintf(w, `{"access_token":"tok","instance_url":"http://%s"}`, r.Host)
+		case "/services/oauth2/userinfo":
+			_, _ = io.WriteString(w, `{"organization_id":"00DORG"}`)
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	cfg := func(secretValue string) string {
+		if err := os.WriteFile(secret, []byte(secretValue+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return writeConfig(t, fmt.Sprintf("state: {file: {path: %s/s.json}}\nsalesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret_file: %s}\n",
+			dir, srv.URL, secret))
+	}
+	if c := check(Doctor(t.Context(), cfg("s3cret")), "auth"); c.Status != Pass || !strings.Contains(c.Detail, "org 00DORG") || mints != 1 {
+		t.Fatalf("auth with a good secret: %+v (%d mints)", c, mints)
+	}
+	r := Doctor(t.Context(), cfg("wrong"))
+	if c := check(r, "auth"); c.Status != Fail || !strings.Contains(c.Detail, "invalid client credentials") || r.ExitCode != 1 {
+		t.Fatalf("auth with a bad secret: %+v", c)
+	}
+	if c := check(Doctor(t.Context(), cfg(" ")), "auth"); c.Status != Fail || !strings.Contains(c.Detail, "blank secret is a missing secret") {
+		t.Fatalf("auth with a blank secret file: %+v", c)
+	}
+	if c := check(Doctor(t.Context(), writeConfig(t, fmt.Sprintf("state: {file: {path: %s/s.json}}\n", dir))), "auth"); c.Status != Skip {
+		t.Fatalf("auth without salesforce: %+v", c)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/google/wire"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/gcs"
 	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
 	"github.com/sf2loki/sf2loki/internal/adapters/s3"
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
@@ -219,3 +221,25 @@ var commonSet = wire.NewSet( //nolint:unused // used by wire.go
 
 var keeperSet = wire.NewSet( //nolint:unused // used by wire.go
 	provideKeeper, keeperCoordinator, keeperFence)
+
+// newSalesforceAuth reads the secrets (value or *_file) and builds the
+// org's token source. It makes no request.
+func newSalesforceAuth(sf config.Salesforce) (*salesforce.Auth, error) {
+	c := salesforce.Config{AuthMode: sf.AuthMode, LoginURL: sf.SalesforceLoginURL(), ClientID: strings.TrimSpace(sf.ClientID),
+		Username: strings.TrimSpace(sf.Username), OrgID: sf.OrgID, TokenTTL: sf.TokenTTL}
+	switch sf.AuthMode {
+	case salesforce.JWTBearer:
+		key, err := salesforce.LoadSecret("private_key", sf.PrivateKey, sf.PrivateKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		c.PrivateKeyPEM = []byte(key)
+	case salesforce.ClientCredentials:
+		secret, err := salesforce.LoadSecret("client_secret", sf.ClientSecret, sf.ClientSecretFile)
+		if err != nil {
+			return nil, err
+		}
+		c.ClientSecret = secret
+	}
+	return salesforce.New(c)
+}

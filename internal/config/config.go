@@ -10,8 +10,36 @@ type Config struct {
 	State      State      `yaml:"state" mapstructure:"state" doc:"Where the checkpoint document lives. It is shared by all replicas and written only by the leader, fenced by its epoch."`
 	Service    Service    `yaml:"service" mapstructure:"service" doc:"The process: health and metrics endpoint, shutdown, logging."`
 	Telemetry  Telemetry  `yaml:"telemetry" mapstructure:"telemetry" doc:"Traces over OTLP/HTTP. Metrics are always served on service.health_addr /metrics."`
+	Salesforce Salesforce `yaml:"salesforce" mapstructure:"salesforce" doc:"The Salesforce org: OAuth 2.0 server-to-server credentials (a connected app or external client app)."`
 	Sources    Sources    `yaml:"sources" mapstructure:"sources" doc:"What the leader ingests. With no source enabled the leader holds leadership and ingests nothing."`
 	Sink       Sink       `yaml:"sink" mapstructure:"sink" doc:"Where entries go."`
+}
+
+// Salesforce configures the org connection.
+type Salesforce struct {
+	AuthMode         string        `yaml:"auth_mode" mapstructure:"auth_mode" default:"none" enum:"none,jwt_bearer,client_credentials" doc:"none: no Salesforce connection. jwt_bearer: an RS256 assertion signed with private_key for username (pre-authorised users). client_credentials: client_id and client_secret, on the org's My Domain login_url."`
+	Environment      string        `yaml:"environment" mapstructure:"environment" default:"production" enum:"production,sandbox" doc:"Chooses login_url when it is blank: https://login.salesforce.com or https://test.salesforce.com."`
+	LoginURL         string        `yaml:"login_url" mapstructure:"login_url" default:"" doc:"The token host, e.g. https://mycompany.my.salesforce.com (required for client_credentials: the generic login hosts do not support it)."`
+	ClientID         string        `yaml:"client_id" mapstructure:"client_id" default:"" doc:"The connected app's consumer key."`
+	Username         string        `yaml:"username" mapstructure:"username" default:"" doc:"The user a jwt_bearer token runs as."`
+	PrivateKey       string        `yaml:"private_key" mapstructure:"private_key" default:"" doc:"The PEM RSA key signing the JWT (secret). Prefer private_key_file."`
+	PrivateKeyFile   string        `yaml:"private_key_file" mapstructure:"private_key_file" default:"" doc:"A file holding private_key; read at start, trimmed. A blank file is a missing key."`
+	ClientSecret     string        `yaml:"client_secret" mapstructure:"client_secret" default:"" doc:"The consumer secret for client_credentials (secret). Prefer client_secret_file."`
+	ClientSecretFile string        `yaml:"client_secret_file" mapstructure:"client_secret_file" default:"" doc:"A file holding client_secret; read at start, trimmed. A blank file is a missing secret."`
+	APIVersion       string        `yaml:"api_version" mapstructure:"api_version" default:"60.0" doc:"The REST API version, like 60.0."`
+	OrgID            string        `yaml:"org_id" mapstructure:"org_id" default:"" doc:"The 18-character org id; blank asks /services/oauth2/userinfo once."`
+	TokenTTL         time.Duration `yaml:"token_ttl" mapstructure:"token_ttl" default:"2h" doc:"How long a token is trusted (the org's session timeout); it is re-minted 60s before, and at once on a 401."`
+}
+
+// SalesforceLoginURL is login_url, or the environment's login host.
+func (s Salesforce) SalesforceLoginURL() string {
+	if s.LoginURL != "" {
+		return s.LoginURL
+	}
+	if s.Environment == "sandbox" {
+		return "https://test.salesforce.com"
+	}
+	return "https://login.salesforce.com"
 }
 
 // Sources configures the sources.

@@ -190,3 +190,32 @@ func TestLabelsOutsideTheAllowedSetAreRefused(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestSalesforceValidation(t *testing.T) {
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"client credentials on the generic host": {"salesforce: {auth_mode: client_credentials, client_id: ck, client_secret: s, login_url: https://login.salesforce.com}\n",
+			"salesforce.login_url: client_credentials needs the org's My Domain URL, not login.salesforce.com"},
+		"client credentials without login_url": {"salesforce: {auth_mode: client_credentials, client_id: ck, client_secret: s}\n",
+			"salesforce.login_url: required when salesforce.auth_mode is client_credentials"},
+		"blank secret": {"salesforce: {auth_mode: client_credentials, client_id: ck, client_secret: '  ', login_url: https://acme.my.salesforce.com}\n",
+			"salesforce.client_secret: required when salesforce.auth_mode is client_credentials: set client_secret or client_secret_file"},
+		"jwt without user and key": {"salesforce: {auth_mode: jwt_bearer, client_id: ck}\n",
+			"salesforce.username: required"},
+		"jwt without key": {"salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u}\n",
+			"salesforce.private_key: required"},
+		"bad api version": {"salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u, private_key_file: /k, api_version: v60}\n",
+			`salesforce.api_version: "v60" is not a version like 60.0`},
+	} {
+		_, _, err := config.Load(write(t, tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", name, err, tc.want)
+		}
+	}
+	cfg, _, err := config.Load(write(t, "salesforce: {auth_mode: jwt_bearer, environment: sandbox, client_id: ck, username: u, private_key_file: /run/secrets/key}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Salesforce.SalesforceLoginURL() != "https://test.salesforce.com" || cfg.Salesforce.TokenTTL != 2*time.Hour || cfg.Salesforce.APIVersion != "60.0" {
+		t.Fatalf("%+v", cfg.Salesforce)
+	}
+}

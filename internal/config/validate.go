@@ -3,12 +3,23 @@ package config
 import (
 	"fmt"
 	"maps"
+	"net"
+	"net/url"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 )
+
+// loopback reports whether host is this machine (a local proxy or a test).
+func loopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+var apiVersion = regexp.MustCompile(`^[0-9]{2,3}\.0$`)
 
 // StaticLabels are the stream labels sink.loki.labels may set; sf2loki
 // sets source and event_type itself. Every other field belongs in
@@ -86,6 +97,35 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	}
 	if path, same := c.leaseIsCheckpoint(); same {
 		add(path, "the lease and the checkpoint document are the same object (%s); they must be separate objects, each with its own version", c.leaseURI())
+	}
+	if sf := c.Salesforce; sf.AuthMode != "none" {
+		requiredFor("salesforce.client_id", strings.TrimSpace(sf.ClientID), "salesforce.auth_mode is "+sf.AuthMode)
+		secret := func(key, value, file string) {
+			if strings.TrimSpace(value) == "" && file == "" {
+				add("salesforce."+key, "required when salesforce.auth_mode is %s: set %s or %s_file (a blank value is a missing secret)", sf.AuthMode, key, key)
+			}
+		}
+		switch sf.AuthMode {
+		case "jwt_bearer":
+			requiredFor("salesforce.username", strings.TrimSpace(sf.Username), "salesforce.auth_mode is jwt_bearer")
+			secret("private_key", sf.PrivateKey, sf.PrivateKeyFile)
+		case "client_credentials":
+			secret("client_secret", sf.ClientSecret, sf.ClientSecretFile)
+			if sf.LoginURL == "" {
+				add("salesforce.login_url", "required when salesforce.auth_mode is client_credentials: the org's My Domain URL (https://<name>.my.salesforce.com)")
+			}
+		}
+		if u, err := url.Parse(sf.SalesforceLoginURL()); err != nil || u.Host == "" || (u.Scheme != "https" && !loopback(u.Hostname())) {
+			add("salesforce.login_url", "%q is not an https URL (plain http only to a loopback address)", sf.LoginURL)
+		} else if h := strings.ToLower(u.Hostname()); sf.AuthMode == "client_credentials" && (h == "login.salesforce.com" || h == "test.salesforce.com") {
+			add("salesforce.login_url", "client_credentials needs the org's My Domain URL, not %s: Salesforce does not support the flow on the generic login hosts", h)
+		}
+		if !apiVersion.MatchString(sf.APIVersion) {
+			add("salesforce.api_version", "%q is not a version like 60.0", sf.APIVersion)
+		}
+		if sf.TokenTTL < 2*time.Minute {
+			add("salesforce.token_ttl", "must be at least 2m (a token is re-minted 60s before it ends), got %s", sf.TokenTTL)
+		}
 	}
 	if c.Sources.Synthetic.Rate < 0 {
 		add("sources.synthetic.rate", "must be >= 0, got %d", c.Sources.Synthetic.Rate)
