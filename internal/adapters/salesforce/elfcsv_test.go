@@ -88,7 +88,7 @@ func TestEventLogFileStreamsInBoundedMemory(t *testing.T) {
 	var ms runtime.MemStats
 	var peak uint64
 	n := 0
-	err := salesforce.ReadEventLogFile(counted, func(r salesforce.Row) error {
+	err := salesforce.ReadEventLogFile(counted, func(salesforce.Row) error {
 		n++
 		if n%20_000 == 0 {
 			runtime.ReadMemStats(&ms)
