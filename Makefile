@@ -24,7 +24,7 @@ export PATH := $(BIN):$(PATH)
 
 .PHONY: build
 build: ## Build bin/sf2loki
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/sf2loki ./cmd/sf2loki
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sf2loki ./cmd/sf2loki
 
 .PHONY: test
 test: test-tools ## All tests with the race detector (what CI runs)

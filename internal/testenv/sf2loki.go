@@ -27,8 +27,11 @@ func Sf2loki(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "sf2loki")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/sf2loki")
+		// The flags of make build and the Dockerfile, so the three share
+		// the build cache.
+		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, "./cmd/sf2loki")
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
