@@ -1,0 +1,299 @@
+package salesforce
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// ObjectSpec is one SOQL-polled object (sources.eventlog_objects).
+type ObjectSpec struct {
+	Name           string
+	TimestampField string        // default EventDate
+	PollInterval   time.Duration // default 5m
+	Lookback       time.Duration // first run: from now − lookback; default 1h
+	// Settle re-reads this window behind the watermark each cycle and
+	// drops the Ids already emitted: rows that become visible late (a
+	// timestamp behind the watermark) are not lost.
+	Settle            time.Duration
+	MaxCatchupRecords int // per cycle; 0 = unbounded
+}
+
+// SOQLSource polls objects with ascending SOQL queries.
+type SOQLSource struct {
+	auth    *Auth
+	version string
+	objects []ObjectSpec
+	clock   ports.Clock
+	log     *slog.Logger
+	// Throttled counts REQUEST_LIMIT_EXCEEDED answers (every object then
+	// waits one interval).
+	Throttled func()
+
+	mu             sync.Mutex
+	throttledUntil time.Time
+}
+
+// PageSize is the most rows one FIELDS(ALL) query may return.
+const PageSize = 200
+
+// SOQLKeyPrefix prefixes the checkpoint keys: eventlog_objects:<Object>.
+const SOQLKeyPrefix = "eventlog_objects:"
+
+// maxCarriedIDs bounds the Ids a checkpoint carries.
+const maxCarriedIDs = 500
+
+var identifier = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+// ErrThrottled is Salesforce's REQUEST_LIMIT_EXCEEDED.
+var ErrThrottled = errors.New("salesforce: REQUEST_LIMIT_EXCEEDED (the org's API limit); every object waits one poll interval")
+
+// NewSOQLSource validates the objects.
+func NewSOQLSource(auth *Auth, apiVersion string, objects []ObjectSpec, clk ports.Clock, log *slog.Logger) (*SOQLSource, error) {
+	if len(objects) == 0 {
+		return nil, errors.New("salesforce: eventlog_objects needs at least one object")
+	}
+	out := make([]ObjectSpec, len(objects))
+	for i, o := range objects {
+		if o.TimestampField == "" {
+			o.TimestampField = "EventDate"
+		}
+		if !identifier.MatchString(o.Name) || !identifier.MatchString(o.TimestampField) {
+			return nil, fmt.Errorf("salesforce: eventlog_objects: %q / %q: object and field names may hold only letters, digits and _", o.Name, o.TimestampField)
+		}
+		if o.PollInterval <= 0 {
+			o.PollInterval = 5 * time.Minute
+		}
+		if o.Lookback <= 0 {
+			o.Lookback = time.Hour
+		}
+		out[i] = o
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &SOQLSource{auth: auth, version: apiVersion, objects: out, clock: clk, log: log}, nil
+}
+
+// Name implements ports.Source.
+func (s *SOQLSource) Name() string { return "eventlog_objects" }
+
+// Lane implements ports.Source: polled objects are bulk.
+func (s *SOQLSource) Lane() ports.Lane { return ports.LaneBulk }
+
+// cursor is an object's position: the newest timestamp emitted and the Ids
+// emitted within the settle window behind it.
+type cursor struct {
+	LastTS string   `json:"last_ts"`
+	IDs    []string `json:"ids"`
+	last   time.Time
+	lastID string
+}
+
+// Run implements ports.Source: one polling loop per object.
+func (s *SOQLSource) Run(ctx context.Context, resume func(string) (string, bool), emit func(ports.Entry) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(s.objects))
+	for _, o := range s.objects {
+		cur := s.resumeCursor(o, resume)
+		wg.Go(func() {
+			if err := s.loop(ctx, o, cur, emit); err != nil && ctx.Err() == nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// resumeCursor reads the stored position: the JSON document, or a bare
+// timestamp from older documents; anything else falls back to the
+// lookback window, with a warning.
+func (s *SOQLSource) resumeCursor(o ObjectSpec, resume func(string) (string, bool)) *cursor {
+	v, ok := resume(SOQLKeyPrefix + o.Name)
+	if ok && v != "" {
+		var c cursor
+		if json.Unmarshal([]byte(v), &c) != nil {
+			c = cursor{LastTS: strings.Trim(v, `"`)}
+		}
+		if t, err := ParseTime(c.LastTS); err == nil {
+			c.last = t
+			return &c
+		}
+		s.log.Warn("unreadable eventlog_objects checkpoint; starting from the lookback window", "object", o.Name, "value", v, "lookback", o.Lookback)
+	}
+	start := s.clock.Now().Add(-o.Lookback).UTC()
+	return &cursor{LastTS: start.Format(sfTimeLayout), last: start}
+}
+
+func (s *SOQLSource) loop(ctx context.Context, o ObjectSpec, cur *cursor, emit func(ports.Entry) error) error {
+	for {
+		s.mu.Lock()
+		wait := s.throttledUntil.Sub(s.clock.Now())
+		s.mu.Unlock()
+		if wait <= 0 {
+			err := s.cycle(ctx, o, cur, emit)
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, ErrThrottled):
+				s.mu.Lock()
+				s.throttledUntil = s.clock.Now().Add(o.PollInterval)
+				s.mu.Unlock()
+				if s.Throttled != nil {
+					s.Throttled()
+				}
+				s.log.Warn("SOQL polling throttled", "object", o.Name, "error", err)
+			case err != nil:
+				s.log.Warn("SOQL poll failed; retrying at the next interval", "object", o.Name, "error", err)
+			}
+			wait = o.PollInterval
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.clock.After(wait):
+		}
+	}
+}
+
+// cycle drains an object from its cursor: the first page re-reads the
+// settle window, later pages continue strictly after the last row.
+func (s *SOQLSource) cycle(ctx context.Context, o ObjectSpec, cur *cursor, emit func(ports.Entry) error) error {
+	seen := map[string]bool{}
+	for _, id := range cur.IDs {
+		seen[id] = true
+	}
+	where := fmt.Sprintf("%s >= %s", o.TimestampField, literal(cur.last.Add(-o.Settle)))
+	emitted := 0
+	for {
+		q := fmt.Sprintf("SELECT FIELDS(ALL) FROM %s WHERE %s ORDER BY %s ASC, Id ASC LIMIT %d", o.Name, where, o.TimestampField, PageSize)
+		rows, err := s.query(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, rec := range rows {
+			id, _ := rec["Id"].(string)
+			ts, _ := rec[o.TimestampField].(string)
+			t, err := ParseTime(ts)
+			if id == "" || err != nil {
+				return fmt.Errorf("salesforce: %s row without Id or a readable %s: %v", o.Name, o.TimestampField, rec["Id"])
+			}
+			cur.lastID = id
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if t.After(cur.last) {
+				cur.last, cur.LastTS = t, ts
+			}
+			cur.IDs = carried(cur.IDs, id)
+			entry, err := s.entry(o, rec, t, cur)
+			if err != nil {
+				return err
+			}
+			if err := emit(entry); err != nil {
+				return err
+			}
+			emitted++
+		}
+		if len(rows) < PageSize || (o.MaxCatchupRecords > 0 && emitted >= o.MaxCatchupRecords) {
+			return nil
+		}
+		last := rows[len(rows)-1]
+		lt, _ := ParseTime(last[o.TimestampField].(string))
+		where = fmt.Sprintf("(%s > %s OR (%s = %s AND Id > '%s'))", o.TimestampField, literal(lt), o.TimestampField, literal(lt), cur.lastID)
+	}
+}
+
+// carried appends id and keeps the newest maxCarriedIDs.
+func carried(ids []string, id string) []string {
+	ids = append(ids, id)
+	if len(ids) > maxCarriedIDs {
+		ids = slices.Clone(ids[len(ids)-maxCarriedIDs:])
+	}
+	return ids
+}
+
+func (s *SOQLSource) entry(o ObjectSpec, rec map[string]any, t time.Time, cur *cursor) (ports.Entry, error) {
+	delete(rec, "attributes")
+	line, err := json.Marshal(rec) // maps marshal with sorted keys
+	if err != nil {
+		return ports.Entry{}, err
+	}
+	pos, err := json.Marshal(cur)
+	if err != nil {
+		return ports.Entry{}, err
+	}
+	return ports.Entry{Time: t, Line: string(line),
+		Labels:     map[string]string{"source": "eventlog_objects", "event_type": o.Name},
+		Checkpoint: ports.Checkpoint{Key: SOQLKeyPrefix + o.Name, Value: string(pos)}}, nil
+}
+
+// query runs one SOQL query and follows nextRecordsUrl.
+func (s *SOQLSource) query(ctx context.Context, soql string) ([]map[string]any, error) {
+	next := fmt.Sprintf("/services/data/v%s/query?%s", s.version, url.Values{"q": {soql}}.Encode())
+	var rows []map[string]any
+	for next != "" {
+		path := next
+		resp, err := s.auth.Do(ctx, func(tok *Token) (*http.Request, error) {
+			return http.NewRequest(http.MethodGet, tok.InstanceURL+path, nil)
+		})
+		if err != nil {
+			return nil, err
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		_ = resp.Body.Close()
+		if err != nil {
+			return nil, ports.Transient("query", fmt.Errorf("salesforce: reading a query answer: %w", err))
+		}
+		if strings.Contains(string(body), "REQUEST_LIMIT_EXCEEDED") {
+			return nil, ErrThrottled
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("salesforce: query answered %d: %s", resp.StatusCode, snippet(body))
+		}
+		var page struct {
+			Records        []map[string]any `json:"records"`
+			Done           bool             `json:"done"`
+			NextRecordsURL string           `json:"nextRecordsUrl"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			return nil, fmt.Errorf("salesforce: query answered 200 with a body that is not JSON (%w): %s", err, snippet(body))
+		}
+		rows = append(rows, page.Records...)
+		next = ""
+		if !page.Done {
+			next = page.NextRecordsURL
+		}
+	}
+	return rows, nil
+}
+
+// sfTimeLayout is how Salesforce writes datetimes: 2026-11-28T10:00:00.000+0000.
+const sfTimeLayout = "2006-01-02T15:04:05.000-0700"
+
+// ParseTime reads a Salesforce datetime (or RFC 3339).
+func ParseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(sfTimeLayout, s); err == nil {
+		return t.UTC(), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t.UTC(), err
+}
+
+// literal renders t as a SOQL datetime literal (UTC, milliseconds).
+func literal(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
