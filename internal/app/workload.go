@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/loki"
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/adapters/synthetic"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
@@ -45,6 +46,22 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 	var sources []ports.Source
 	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
 		s, err := synthetic.New(synthetic.Config{Rate: float64(syn.Rate), EventTypes: syn.EventTypes})
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, s)
+	}
+	if objs := cfg.Sources.EventlogObjects.Objects; len(objs) > 0 {
+		auth, err := newSalesforceAuth(cfg.Salesforce)
+		if err != nil {
+			return nil, err
+		}
+		specs := make([]salesforce.ObjectSpec, len(objs))
+		for i, o := range objs {
+			specs[i] = salesforce.ObjectSpec{Name: o.Name, TimestampField: o.TimestampField, PollInterval: o.PollInterval,
+				Lookback: o.Lookback, Settle: o.Settle, MaxCatchupRecords: o.MaxCatchupRecords}
+		}
+		s, err := salesforce.NewSOQLSource(auth, cfg.Salesforce.APIVersion, specs, clk, log)
 		if err != nil {
 			return nil, err
 		}

@@ -219,3 +219,31 @@ func TestSalesforceValidation(t *testing.T) {
 		t.Fatalf("%+v", cfg.Salesforce)
 	}
 }
+
+func TestEventlogObjects(t *testing.T) {
+	base := "salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u, private_key_file: /k}\nsink: {loki: {url: http://loki/push}}\n"
+	cfg, _, err := config.Load(write(t, base+"sources:\n  eventlog_objects:\n    objects:\n      - {name: LoginEvent}\n      - {name: LoginHistory, timestamp_field: LoginTime, poll_interval: 1m, settle: 30s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := cfg.Sources.EventlogObjects.Objects
+	if len(objs) != 2 || objs[0].TimestampField != "EventDate" || objs[0].PollInterval != 5*time.Minute || objs[0].Lookback != time.Hour ||
+		objs[0].MaxCatchupRecords != 200000 || objs[1].TimestampField != "LoginTime" || objs[1].Settle != 30*time.Second || objs[1].Lookback != time.Hour {
+		t.Fatalf("objects with defaults: %+v", objs)
+	}
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"unknown item key": {base + "sources: {eventlog_objects: {objects: [{name: A, timestamp_feld: X}]}}\n",
+			"sources.eventlog_objects.objects[0].timestamp_feld: unknown key; did you mean sources.eventlog_objects.objects[].timestamp_field?"},
+		"big object":   {base + "sources: {eventlog_objects: {objects: [{name: LoginEvent, big_object: true}]}}\n", "big objects need a newest-first drain"},
+		"bad name":     {base + "sources: {eventlog_objects: {objects: [{name: 'Login Event'}]}}\n", `"Login Event" is not an object API name`},
+		"twice":        {base + "sources: {eventlog_objects: {objects: [{name: A}, {name: A}]}}\n", "A is listed twice"},
+		"no auth":      {"sink: {loki: {url: http://l}}\nsources: {eventlog_objects: {objects: [{name: A}]}}\n", "salesforce.auth_mode: required when sources.eventlog_objects.objects is set"},
+		"not a list":   {base + "sources: {eventlog_objects: {objects: {name: A}}}\n", "must be a list"},
+		"fast polling": {base + "sources: {eventlog_objects: {objects: [{name: A, poll_interval: 1s}]}}\n", "poll_interval must be at least 10s"},
+	} {
+		_, _, err := config.Load(write(t, tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", name, err, tc.want)
+		}
+	}
+}

@@ -18,7 +18,11 @@ func Example() string {
 # ${NAME} inside a value is replaced by the environment variable NAME (an
 # unset variable is an error). Durations are written like 30s, 1h30m.
 `)
-	for _, f := range Schema() {
+	fields := Schema()
+	for i, f := range fields {
+		if f.Item {
+			continue // written with their list
+		}
 		indent := strings.Repeat("  ", f.Depth)
 		name := f.Path[strings.LastIndex(f.Path, ".")+1:]
 		if f.Section {
@@ -27,13 +31,42 @@ func Example() string {
 		for _, line := range wrap(f.Doc, 96-len(indent)) {
 			b.WriteString(indent + "# " + line + "\n")
 		}
-		if f.Section {
+		switch {
+		case f.List:
+			b.WriteString(indent + name + ": []\n")
+			exampleItem(&b, indent, fields[i+1:])
+		case f.Section:
 			b.WriteString(indent + name + ":\n")
-			continue
+		default:
+			b.WriteString(indent + name + ": " + yamlValue(f) + "\n")
 		}
-		b.WriteString(indent + name + ": " + yamlValue(f) + "\n")
 	}
 	return b.String()
+}
+
+// exampleItem writes one list item as comments: each key with its default
+// (or example) and its documentation.
+func exampleItem(b *strings.Builder, indent string, fields []Field) {
+	b.WriteString(indent + "# For example:\n")
+	first := true
+	for _, f := range fields {
+		if !f.Item {
+			return
+		}
+		name := f.Path[strings.LastIndex(f.Path, ".")+1:]
+		for _, line := range wrap(f.Doc, 90-len(indent)) {
+			b.WriteString(indent + "#     # " + line + "\n")
+		}
+		lead := "#     "
+		if first {
+			lead, first = "#   - ", false
+		}
+		v := yamlValue(f)
+		if f.Example != "" {
+			v = f.Example
+		}
+		b.WriteString(indent + lead + name + ": " + v + "\n")
+	}
 }
 
 func yamlValue(f Field) string {

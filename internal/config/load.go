@@ -85,7 +85,7 @@ func Load(path string) (*Config, []string, error) {
 
 	v := viper.New()
 	for _, f := range Schema() {
-		if !f.Section && f.Type != "map of string" && f.Type != "list of string" {
+		if !f.Section && !f.Item && f.Type != "map of string" && f.Type != "list of string" {
 			v.SetDefault(f.Path, f.Default)
 		}
 	}
@@ -102,6 +102,7 @@ func Load(path string) (*Config, []string, error) {
 	if err != nil {
 		problems = append(problems, decodeProblems(err)...)
 	} else {
+		applyItemDefaults(cfg)
 		// Report every problem at once: validation runs even when keys were
 		// unknown.
 		var vp []Problem
@@ -172,6 +173,25 @@ func unknownKeys(m map[string]any, prefix string) []Problem {
 		switch {
 		case !ok:
 			problems = append(problems, Problem{Path: path, Message: "unknown key" + suggest(path)})
+		case f.List:
+			items, isList := m[k].([]any)
+			if !isList {
+				if m[k] != nil {
+					problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("must be a list, not %T", m[k])})
+				}
+				continue
+			}
+			for i, it := range items {
+				sub, isMap := it.(map[string]any)
+				if !isMap {
+					problems = append(problems, Problem{Path: fmt.Sprintf("%s[%d]", path, i), Message: fmt.Sprintf("must be a mapping, not %T", it)})
+					continue
+				}
+				for _, p := range unknownKeys(sub, path+"[]") {
+					p.Path = strings.Replace(p.Path, path+"[]", fmt.Sprintf("%s[%d]", path, i), 1)
+					problems = append(problems, p)
+				}
+			}
 		case f.Section:
 			sub, isMap := m[k].(map[string]any)
 			if !isMap {
@@ -208,7 +228,7 @@ func unknownEnv(environ []string) []Problem {
 // a map key's path and the entry name, when it names an entry of a map.
 func mapEntry(path string) (field, key string, ok bool) {
 	for _, f := range Schema() {
-		if f.Type == "map of string" {
+		if f.Type == "map of string" && !f.Item {
 			if k, found := strings.CutPrefix(path, f.Path+"."); found && k != "" {
 				return f.Path, k, true
 			}
@@ -248,9 +268,12 @@ func envMapEntries(raw map[string]any, environ []string) {
 // suggest names the known key closest to path, if one is close.
 func suggest(path string) string {
 	best, bestD := "", 1<<30
-	for _, k := range Keys() {
-		if d := distance(path, k); d < bestD {
-			best, bestD = k, d
+	for _, f := range Schema() {
+		if f.Section {
+			continue
+		}
+		if d := distance(path, f.Path); d < bestD {
+			best, bestD = f.Path, d
 		}
 	}
 	if bestD <= max(2, len(path)/4) {

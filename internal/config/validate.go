@@ -19,6 +19,8 @@ func loopback(host string) bool {
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
+var soqlIdentifier = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
 var apiVersion = regexp.MustCompile(`^[0-9]{2,3}\.0$`)
 
 // StaticLabels are the stream labels sink.loki.labels may set; sf2loki
@@ -35,7 +37,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	// Enumerations.
 	v := reflect.ValueOf(c).Elem()
 	for _, f := range Schema() {
-		if len(f.Enum) > 0 {
+		if len(f.Enum) > 0 && !f.Item {
 			if val := v.FieldByIndex(f.index).String(); !slices.Contains(f.Enum, val) {
 				add(f.Path, "%q is not one of %v", val, f.Enum)
 			}
@@ -125,6 +127,34 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		}
 		if sf.TokenTTL < 2*time.Minute {
 			add("salesforce.token_ttl", "must be at least 2m (a token is re-minted 60s before it ends), got %s", sf.TokenTTL)
+		}
+	}
+	names := map[string]bool{}
+	for i, o := range c.Sources.EventlogObjects.Objects {
+		path := fmt.Sprintf("sources.eventlog_objects.objects[%d]", i)
+		switch {
+		case !soqlIdentifier.MatchString(o.Name):
+			add(path+".name", "%q is not an object API name (letters, digits and _ only)", o.Name)
+		case names[o.Name]:
+			add(path+".name", "%s is listed twice", o.Name)
+		}
+		names[o.Name] = true
+		if !soqlIdentifier.MatchString(o.TimestampField) {
+			add(path+".timestamp_field", "%q is not a field API name (letters, digits and _ only)", o.TimestampField)
+		}
+		if o.PollInterval < 10*time.Second || o.Lookback <= 0 || o.Settle < 0 || o.MaxCatchupRecords < 0 {
+			add(path, "poll_interval must be at least 10s, lookback > 0, settle and max_catchup_records >= 0")
+		}
+		if o.BigObject {
+			add(path+".big_object", "big objects need a newest-first drain, which sf2loki does not have yet; remove %s or set big_object: false for an object that supports ORDER BY %s ASC", o.Name, o.TimestampField)
+		}
+	}
+	if len(c.Sources.EventlogObjects.Objects) > 0 {
+		if c.Salesforce.AuthMode == "none" {
+			add("salesforce.auth_mode", "required when sources.eventlog_objects.objects is set: jwt_bearer or client_credentials")
+		}
+		if c.Sink.Loki.URL == "" {
+			add("sink.loki.url", "required when a source is enabled (sources.eventlog_objects.objects is set)")
 		}
 	}
 	if c.Sources.Synthetic.Rate < 0 {

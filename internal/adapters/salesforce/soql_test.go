@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,94 +13,8 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
-
-// soqlOrg answers the ascending FIELDS(ALL) queries SOQLSource sends, with
-// SOQL's semantics for the two cursor forms, over records it holds sorted
-// by (EventDate, Id). It can answer REQUEST_LIMIT_EXCEEDED, a non-JSON 200
-// or a 401 once, and pages with nextRecordsUrl when asked.
-type soqlOrg struct {
-	mu       sync.Mutex
-	rows     []map[string]any
-	queries  []string
-	throttle int
-	garbage  int
-	revoke   int
-	mints    int
-}
-
-var (
-	whereGE       = regexp.MustCompile(`WHERE EventDate >= (\S+) ORDER`)
-	whereCompound = regexp.MustCompile(`WHERE \(EventDate > (\S+) OR \(EventDate = \S+ AND Id > '(\w+)'\)\) ORDER`)
-	limitRe       = regexp.MustCompile(`LIMIT (\d+)$`)
-)
-
-func (o *soqlOrg) add(id string, ts time.Time) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.rows = append(o.rows, map[string]any{"attributes": map[string]any{"type": "LoginEvent"}, "Id": id,
-		"EventDate": ts.UTC().Format("2006-01-02T15:04:05.000+0000"), "Username": "u" + id})
-	slices.SortFunc(o.rows, func(a, b map[string]any) int {
-		if c := strings.Compare(a["EventDate"].(string), b["EventDate"].(string)); c != 0 {
-			return c
-		}
-		return strings.Compare(a["Id"].(string), b["Id"].(string))
-	})
-}
-
-func (o *soqlOrg) serve(w http.ResponseWriter, r *http.Request) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch {
-	case r.URL.Path == "/services/oauth2/token":
-		o.mints++
-		_, _ = fmt.Fprintf(w, `{"access_token":"t%d","instance_url":"http://%s"}`, o.mints, r.Host)
-		return
-	case r.Header.Get("Authorization") == "Bearer t1" && o.revoke > 0:
-		o.revoke--
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = fmt.Fprint(w, `[{"errorCode":"INVALID_SESSION_ID"}]`)
-		return
-	case o.throttle > 0:
-		o.throttle--
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = fmt.Fprint(w, `[{"message":"TotalRequests Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]`)
-		return
-	case o.garbage > 0:
-		o.garbage--
-		_, _ = fmt.Fprint(w, "<html>Service Unavailable</html>")
-		return
-	}
-	q := r.URL.Query().Get("q")
-	o.queries = append(o.queries, q)
-	parse := func(s string) time.Time {
-		t, err := time.Parse("2006-01-02T15:04:05.000Z", s)
-		if err != nil {
-			http.Error(w, "MALFORMED_QUERY: "+s, http.StatusBadRequest)
-		}
-		return t
-	}
-	var keep func(ts time.Time, id string) bool
-	if m := whereGE.FindStringSubmatch(q); m != nil {
-		from := parse(m[1])
-		keep = func(ts time.Time, _ string) bool { return !ts.Before(from) }
-	} else if m := whereCompound.FindStringSubmatch(q); m != nil {
-		after, id := parse(m[1]), m[2]
-		keep = func(ts time.Time, rid string) bool { return ts.After(after) || (ts.Equal(after) && rid > id) }
-	} else {
-		http.Error(w, "MALFORMED_QUERY: "+q, http.StatusBadRequest)
-		return
-	}
-	limit, _ := strconv.Atoi(limitRe.FindStringSubmatch(q)[1])
-	var out []map[string]any
-	for _, row := range o.rows {
-		ts, _ := salesforce.ParseTime(row["EventDate"].(string))
-		if keep(ts, row["Id"].(string)) && len(out) < limit {
-			out = append(out, row)
-		}
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"totalSize": len(out), "done": true, "records": out})
-}
 
 type collected struct {
 	mu      sync.Mutex
@@ -135,9 +46,9 @@ func (c *collected) last() ports.Entry {
 	return c.entries[len(c.entries)-1]
 }
 
-func soqlSource(t *testing.T, org *soqlOrg, spec salesforce.ObjectSpec) *salesforce.SOQLSource {
+func soqlSource(t *testing.T, org *fakesf.Org, spec salesforce.ObjectSpec) *salesforce.SOQLSource {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(org.serve))
+	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
 	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
@@ -178,7 +89,7 @@ func runFor(t *testing.T, s *salesforce.SOQLSource, resume map[string]string, c 
 }
 
 func TestSOQLDrainsInOrderAcrossPagesAndTies(t *testing.T) {
-	org := &soqlOrg{}
+	org := &fakesf.Org{}
 	base := time.Date(2026, 11, 28, 11, 30, 0, 0, time.UTC)
 	// 450 rows: 250 of them share one timestamp (ties across a page edge).
 	for i := range 450 {
@@ -186,7 +97,7 @@ func TestSOQLDrainsInOrderAcrossPagesAndTies(t *testing.T) {
 		if i >= 100 && i < 350 {
 			ts = base.Add(100 * time.Millisecond)
 		}
-		org.add(fmt.Sprintf("0AT%05d", i), ts)
+		org.Add(fmt.Sprintf("0AT%05d", i), ts)
 	}
 	c := &collected{}
 	runFor(t, soqlSource(t, org, salesforce.ObjectSpec{Name: "LoginEvent", PollInterval: time.Hour}), nil, c, 450)
@@ -203,40 +114,40 @@ func TestSOQLDrainsInOrderAcrossPagesAndTies(t *testing.T) {
 		t.Fatalf("entry shape %+v", e)
 	}
 	// 3 pages: a full one, a full one after the compound cursor, the rest.
-	if len(org.queries) != 3 || !strings.Contains(org.queries[1], "AND Id > '0AT00199'") {
-		t.Fatalf("queries %q", org.queries)
+	if len(org.Queries) != 3 || !strings.Contains(org.Queries[1], "AND Id > '0AT00199'") {
+		t.Fatalf("queries %q", org.Queries)
 	}
 }
 
 func TestSOQLResumesAfterTheCheckpointAndSettlesLateRows(t *testing.T) {
-	org := &soqlOrg{}
+	org := &fakesf.Org{}
 	base := time.Date(2026, 11, 28, 11, 30, 0, 0, time.UTC)
 	for i := range 10 {
-		org.add(fmt.Sprintf("A%02d", i), base.Add(time.Duration(i)*time.Second))
+		org.Add(fmt.Sprintf("A%02d", i), base.Add(time.Duration(i)*time.Second))
 	}
 	c := &collected{}
 	spec := salesforce.ObjectSpec{Name: "LoginEvent", PollInterval: time.Hour, Settle: 5 * time.Second}
 	runFor(t, soqlSource(t, org, spec), nil, c, 10)
 	cp := c.last().Checkpoint.Value
 	// A row becomes visible late, 3s behind the watermark, and two new rows arrive.
-	org.add("LATE", base.Add(6*time.Second))
-	org.add("B00", base.Add(20*time.Second))
-	org.add("B01", base.Add(21*time.Second))
+	org.Add("LATE", base.Add(6*time.Second))
+	org.Add("B00", base.Add(20*time.Second))
+	org.Add("B01", base.Add(21*time.Second))
 	c2 := &collected{}
 	runFor(t, soqlSource(t, org, spec), map[string]string{"eventlog_objects:LoginEvent": cp}, c2, 3)
 	if got := c2.ids(); !slices.Equal(got, []string{"LATE", "B00", "B01"}) {
 		t.Fatalf("after resume: %v, want the late row and the new ones, nothing re-emitted", got)
 	}
 	// Without settle the late row is behind the watermark and is not read.
-	org2 := &soqlOrg{}
+	org2 := &fakesf.Org{}
 	for i := range 10 {
-		org2.add(fmt.Sprintf("A%02d", i), base.Add(time.Duration(i)*time.Second))
+		org2.Add(fmt.Sprintf("A%02d", i), base.Add(time.Duration(i)*time.Second))
 	}
 	spec.Settle = 0
 	c3 := &collected{}
 	runFor(t, soqlSource(t, org2, spec), nil, c3, 10)
-	org2.add("LATE", base.Add(6*time.Second))
-	org2.add("B00", base.Add(20*time.Second))
+	org2.Add("LATE", base.Add(6*time.Second))
+	org2.Add("B00", base.Add(20*time.Second))
 	c4 := &collected{}
 	runFor(t, soqlSource(t, org2, spec), map[string]string{"eventlog_objects:LoginEvent": c3.last().Checkpoint.Value}, c4, 1)
 	if got := c4.ids(); !slices.Equal(got, []string{"B00"}) {
@@ -245,11 +156,11 @@ func TestSOQLResumesAfterTheCheckpointAndSettlesLateRows(t *testing.T) {
 }
 
 func TestSOQLCheckpointFormsAndFailures(t *testing.T) {
-	org := &soqlOrg{throttle: 1, garbage: 1, revoke: 1}
+	org := &fakesf.Org{Throttle: 1, Garbage: 1, Revoke: 1}
 	base := time.Date(2026, 11, 28, 11, 30, 0, 0, time.UTC)
-	org.add("OLD", base.Add(-2*time.Hour)) // before the lookback window
-	org.add("A", base)
-	org.add("B", base.Add(time.Minute))
+	org.Add("OLD", base.Add(-2*time.Hour)) // before the lookback window
+	org.Add("A", base)
+	org.Add("B", base.Add(time.Minute))
 	spec := salesforce.ObjectSpec{Name: "LoginEvent", PollInterval: 10 * time.Millisecond}
 	c := &collected{}
 	s := soqlSource(t, org, spec)

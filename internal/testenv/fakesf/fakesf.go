@@ -1,0 +1,116 @@
+// Package fakesf is an in-process Salesforce org for tests: a token
+// endpoint (any client credentials) and the REST query endpoint answering
+// the ascending FIELDS(ALL) queries of the SOQL source, with SOQL's
+// semantics for its two cursor forms.
+//
+// Test support only: production code must not import it.
+package fakesf
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Org answers the ascending FIELDS(ALL) queries SOQLSource sends, with
+// SOQL's semantics for the two cursor forms, over records it holds sorted
+// by (EventDate, Id). It can answer REQUEST_LIMIT_EXCEEDED, a non-JSON 200
+// or a 401 once, and pages with nextRecordsUrl when asked.
+type Org struct {
+	mu   sync.Mutex
+	rows []map[string]any
+	// Queries are the SOQL queries answered, in order.
+	Queries []string
+	// Throttle, Garbage and Revoke make the next requests answer
+	// REQUEST_LIMIT_EXCEEDED, a non-JSON 200, or (to token t1) a 401.
+	Throttle, Garbage, Revoke int
+	mints                     int
+}
+
+var (
+	whereGE       = regexp.MustCompile(`WHERE EventDate >= (\S+) ORDER`)
+	whereCompound = regexp.MustCompile(`WHERE \(EventDate > (\S+) OR \(EventDate = \S+ AND Id > '(\w+)'\)\) ORDER`)
+	limitRe       = regexp.MustCompile(`LIMIT (\d+)$`)
+)
+
+// Add stores a LoginEvent-shaped row.
+func (o *Org) Add(id string, ts time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.rows = append(o.rows, map[string]any{"attributes": map[string]any{"type": "LoginEvent"}, "Id": id,
+		"EventDate": ts.UTC().Format("2006-01-02T15:04:05.000+0000"), "Username": "u" + id})
+	slices.SortFunc(o.rows, func(a, b map[string]any) int {
+		if c := strings.Compare(a["EventDate"].(string), b["EventDate"].(string)); c != 0 {
+			return c
+		}
+		return strings.Compare(a["Id"].(string), b["Id"].(string))
+	})
+}
+
+// ServeHTTP answers the token, and the query endpoint.
+func (o *Org) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case r.URL.Path == "/services/oauth2/token":
+		o.mints++
+		_, _ = fmt.Fprintf(w, `{"access_token":"t%d","instance_url":"http://%s"}`, o.mints, r.Host)
+		return
+	case r.Header.Get("Authorization") == "Bearer t1" && o.Revoke > 0:
+		o.Revoke--
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = fmt.Fprint(w, `[{"errorCode":"INVALID_SESSION_ID"}]`)
+		return
+	case o.Throttle > 0:
+		o.Throttle--
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = fmt.Fprint(w, `[{"message":"TotalRequests Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]`)
+		return
+	case o.Garbage > 0:
+		o.Garbage--
+		_, _ = fmt.Fprint(w, "<html>Service Unavailable</html>")
+		return
+	}
+	q := r.URL.Query().Get("q")
+	o.Queries = append(o.Queries, q)
+	parse := func(s string) time.Time {
+		t, err := time.Parse("2006-01-02T15:04:05.000Z", s)
+		if err != nil {
+			http.Error(w, "MALFORMED_QUERY: "+s, http.StatusBadRequest)
+		}
+		return t
+	}
+	var keep func(ts time.Time, id string) bool
+	if m := whereGE.FindStringSubmatch(q); m != nil {
+		from := parse(m[1])
+		keep = func(ts time.Time, _ string) bool { return !ts.Before(from) }
+	} else if m := whereCompound.FindStringSubmatch(q); m != nil {
+		after, id := parse(m[1]), m[2]
+		keep = func(ts time.Time, rid string) bool { return ts.After(after) || (ts.Equal(after) && rid > id) }
+	} else {
+		http.Error(w, "MALFORMED_QUERY: "+q, http.StatusBadRequest)
+		return
+	}
+	limit, _ := strconv.Atoi(limitRe.FindStringSubmatch(q)[1])
+	var out []map[string]any
+	for _, row := range o.rows {
+		ts, _ := time.Parse("2006-01-02T15:04:05.000-0700", row["EventDate"].(string))
+		if keep(ts, row["Id"].(string)) && len(out) < limit {
+			out = append(out, row)
+		}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"totalSize": len(out), "done": true, "records": out})
+}
+
+// Snapshot returns the queries answered so far.
+func (o *Org) Snapshot() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.Queries)
+}
