@@ -1,0 +1,259 @@
+package salesforce_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// elfOrg serves EventLogFile listings and LogFile bodies.
+type elfOrg struct {
+	mu        sync.Mutex
+	files     []map[string]any // Id, EventType, Interval, CreatedDate
+	bodies    map[string]string
+	truncate  map[string]int // Id → how many more downloads end mid-body
+	downloads []string
+}
+
+var (
+	elfType    = regexp.MustCompile(`EventType = '(\w+)'`)
+	elfCreated = regexp.MustCompile(`CreatedDate >= (\S+) ORDER`)
+)
+
+func (o *elfOrg) add(id, typ string, created time.Time, body string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.files = slices.DeleteFunc(o.files, func(f map[string]any) bool { return f["Id"] == id })
+	o.files = append(o.files, map[string]any{"Id": id, "EventType": typ, "Interval": "Hourly",
+		"CreatedDate": created.UTC().Format("2006-01-02T15:04:05.000+0000")})
+	slices.SortFunc(o.files, func(a, b map[string]any) int {
+		return strings.Compare(a["CreatedDate"].(string)+a["Id"].(string), b["CreatedDate"].(string)+b["Id"].(string))
+	})
+	if o.bodies == nil {
+		o.bodies = map[string]string{}
+	}
+	o.bodies[id] = body
+}
+
+func (o *elfOrg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case r.URL.Path == "/services/oauth2/token":
+		_, _ = fmt.Fprintf(w, `{"access_token":"tok","instance_url":"http://%s"}`, r.Host)
+	case strings.HasSuffix(r.URL.Path, "/LogFile"):
+		id := strings.Split(r.URL.Path, "/")[6]
+		o.downloads = append(o.downloads, id)
+		body := o.bodies[id]
+		if o.truncate[id] > 0 {
+			o.truncate[id]--
+			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+			_, _ = fmt.Fprint(w, body[:len(body)/2])
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			_ = conn.Close()
+			return
+		}
+		_, _ = fmt.Fprint(w, body)
+	case r.URL.Path == "/services/data/v60.0/query":
+		q := r.URL.Query().Get("q")
+		var out []map[string]any
+		if strings.Contains(q, "GROUP BY EventType") {
+			seen := map[string]bool{}
+			for _, f := range o.files {
+				if t := f["EventType"].(string); !seen[t] {
+					seen[t] = true
+					out = append(out, map[string]any{"EventType": t})
+				}
+			}
+		} else {
+			typ := elfType.FindStringSubmatch(q)[1]
+			from, _ := time.Parse("2006-01-02T15:04:05.000Z", elfCreated.FindStringSubmatch(q)[1])
+			for _, f := range o.files {
+				c, _ := salesforce.ParseTime(f["CreatedDate"].(string))
+				if f["EventType"] == typ && !c.Before(from) {
+					out = append(out, f)
+				}
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"done": true, "records": out})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func elfSource(t *testing.T, org *elfOrg, spec salesforce.ELFSpec, now time.Time) *salesforce.ELFSource {
+	t.Helper()
+	srv := httptest.NewServer(org)
+	t.Cleanup(srv.Close)
+	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Interval == "" {
+		spec.Interval = "Hourly"
+	}
+	if spec.PollInterval == 0 {
+		spec.PollInterval = 20 * time.Millisecond
+	}
+	s, err := salesforce.NewELFSource(a, "60.0", spec, clockAt(now), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// runELF runs the source until stop reports true on what it emitted.
+func runELF(t *testing.T, s *salesforce.ELFSource, resume map[string]string, stop func([]ports.Entry) bool) []ports.Entry {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var got []ports.Entry
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Run(ctx, func(k string) (string, bool) { v, ok := resume[k]; return v, ok }, func(e ports.Entry) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, e)
+			return nil
+		})
+	}()
+	for {
+		mu.Lock()
+		ok := stop(got)
+		mu.Unlock()
+		if ok || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(got)
+}
+
+func csvBody(prefix string, n int) string {
+	var b strings.Builder
+	b.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,REQUEST_ID,QUERY\n")
+	for i := range n {
+		fmt.Fprintf(&b, "API,2026-11-28T10:00:%02d.000Z,%s-%d,\"SELECT Id\nFROM Account\"\n", i%60, prefix, i)
+	}
+	return b.String()
+}
+
+func requestIDs(es []ports.Entry) []string {
+	var out []string
+	for _, e := range es {
+		if e.CheckpointOnly {
+			continue
+		}
+		var f map[string]string
+		_ = json.Unmarshal([]byte(e.Line), &f)
+		out = append(out, f["REQUEST_ID"])
+	}
+	return out
+}
+
+func TestELFStreamsFilesWithThePreFileCheckpointUntilTheLastRow(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	org := &elfOrg{}
+	org.add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 3))
+	org.add("0AT2", "API", now.Add(-2*time.Hour), csvBody("b", 2))
+	org.add("0AT3", "Login", now.Add(-2*time.Hour), csvBody("c", 1))
+	org.add("0AT4", "API", now.Add(-1*time.Hour), "EVENT_TYPE,TIMESTAMP_DERIVED,REQUEST_ID,QUERY\n") // no rows
+	s := elfSource(t, org, salesforce.ELFSpec{EventTypes: []string{"*"}}, now)
+	got := runELF(t, s, nil, func(es []ports.Entry) bool { return len(es) >= 7 })
+	var api []ports.Entry
+	for _, e := range got {
+		if e.Checkpoint.Key == "eventlogfile:API" {
+			api = append(api, e)
+		}
+	}
+	if ids := requestIDs(api); !slices.Equal(ids, []string{"a-0", "a-1", "a-2", "b-0", "b-1"}) {
+		t.Fatalf("API rows %v", ids)
+	}
+	if len(api) != 6 || !api[5].CheckpointOnly {
+		t.Fatalf("the row-less file must still move the watermark with a checkpoint-only entry: %+v", api)
+	}
+	// Rows 0 and 1 of the first file carry the lookback checkpoint, row 2 the
+	// one that includes 0AT1; the second file's first row carries that too.
+	if strings.Contains(api[1].Checkpoint.Value, "0AT1") || !strings.Contains(api[2].Checkpoint.Value, "0AT1") ||
+		api[3].Checkpoint.Value != api[2].Checkpoint.Value || !strings.Contains(api[4].Checkpoint.Value, "0AT2") {
+		t.Fatalf("checkpoints %q", []string{api[0].Checkpoint.Value, api[1].Checkpoint.Value, api[2].Checkpoint.Value, api[3].Checkpoint.Value, api[4].Checkpoint.Value})
+	}
+	var row map[string]string
+	if err := json.Unmarshal([]byte(api[0].Line), &row); err != nil || row["QUERY"] != "SELECT Id\nFROM Account" ||
+		api[0].Labels["source"] != "eventlogfile" || api[0].Labels["event_type"] != "API" || api[0].Time != time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) {
+		t.Fatalf("entry %+v", api[0])
+	}
+
+	// Resuming from the last checkpoint reads nothing again, except a Daily
+	// file regenerated in place (same Id, newer CreatedDate).
+	last := api[5].Checkpoint.Value
+	org.add("0AT2", "API", now.Add(-30*time.Minute), csvBody("b2", 2))
+	s2 := elfSource(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}}, now)
+	got = runELF(t, s2, map[string]string{"eventlogfile:API": last}, func(es []ports.Entry) bool { return len(es) >= 2 })
+	if ids := requestIDs(got); !slices.Equal(ids, []string{"b2-0", "b2-1"}) {
+		t.Fatalf("after resume: %v, want only the regenerated file", ids)
+	}
+}
+
+func TestELFFailureMidFileReplaysTheFileAndStopsTheType(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	org := &elfOrg{truncate: map[string]int{"0AT1": 1}}
+	org.add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 200))
+	org.add("0AT2", "API", now.Add(-2*time.Hour), csvBody("b", 2))
+	s := elfSource(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}}, now)
+	got := runELF(t, s, nil, func(es []ports.Entry) bool {
+		return len(es) > 0 && strings.Contains(es[len(es)-1].Checkpoint.Value, "0AT2")
+	})
+	// The first download broke mid-file: its rows carried the pre-file
+	// checkpoint, 0AT2 waited, and the next cycle read 0AT1 whole again.
+	if org.downloads[0] != "0AT1" || org.downloads[1] != "0AT1" || org.downloads[2] != "0AT2" {
+		t.Fatalf("downloads %v", org.downloads)
+	}
+	ids := requestIDs(got)
+	firstComplete := slices.Index(ids, "a-199")
+	if firstComplete < 0 || ids[firstComplete+1] != "b-0" {
+		t.Fatalf("rows %v", ids)
+	}
+	for _, e := range got[:slices.IndexFunc(got, func(e ports.Entry) bool { return strings.Contains(e.Line, "a-199") })] {
+		if strings.Contains(e.Checkpoint.Value, "0AT1") {
+			t.Fatalf("a row before the last of 0AT1 carries the advanced checkpoint: %s", e.Line)
+		}
+	}
+}
+
+func TestELFSettleWindowAndGarbageCheckpoint(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	org := &elfOrg{}
+	org.add("OLD", "API", now.Add(-30*time.Hour), csvBody("old", 1)) // before the 1d lookback
+	org.add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 1))
+	org.add("0AT2", "API", now.Add(-2*time.Minute), csvBody("young", 1)) // not settled
+	s := elfSource(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}, SettleWindow: 5 * time.Minute}, now)
+	garbage := 0
+	s.GarbageCheckpoint = func() { garbage++ }
+	got := runELF(t, s, map[string]string{"eventlogfile:API": "not json"}, func(es []ports.Entry) bool { return len(es) >= 1 })
+	time.Sleep(50 * time.Millisecond)
+	if ids := requestIDs(got); !slices.Equal(ids, []string{"a-0"}) || garbage != 1 {
+		t.Fatalf("rows %v (garbage checkpoints %d): want a-0 only, the young file left for later", ids, garbage)
+	}
+	if _, err := salesforce.NewELFSource(nil, "60.0", salesforce.ELFSpec{Interval: "Weekly", EventTypes: []string{"API"}}, nil, nil); err == nil {
+		t.Fatal("interval Weekly was accepted")
+	}
+}
