@@ -47,6 +47,8 @@ type Telemetry struct {
 	commits      metric.Int64Counter
 	commitTime   metric.Float64Histogram
 	requests     metric.Int64Counter
+	sfThrottled  metric.Int64Counter
+	unreadable   metric.Int64Counter
 	counterMu    sync.Mutex
 	counterTotal map[string]int64 // for /statusz
 }
@@ -134,7 +136,21 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	errs = append(errs, err)
 	t.requests, err = m.Int64Counter("sf2loki_objectstore_requests", metric.WithDescription("Requests to the lease and checkpoint stores by backend, operation and outcome."))
 	errs = append(errs, err)
+	t.sfThrottled, err = m.Int64Counter("sf2loki_salesforce_throttled", metric.WithDescription("REQUEST_LIMIT_EXCEEDED answers by API; every object then waits one interval."))
+	errs = append(errs, err)
+	t.unreadable, err = m.Int64Counter("sf2loki_checkpoint_unreadable", metric.WithDescription("Stored checkpoints a source could not read, by source; each restarts from its lookback window."))
+	errs = append(errs, err)
 	return errors.Join(errs...)
+}
+
+// SalesforceThrottled counts a REQUEST_LIMIT_EXCEEDED answer.
+func (t *Telemetry) SalesforceThrottled(api string) {
+	t.sfThrottled.Add(context.Background(), 1, metric.WithAttributes(attribute.String("api", api)))
+}
+
+// CheckpointUnreadable counts a stored checkpoint a source could not read.
+func (t *Telemetry) CheckpointUnreadable(source string) {
+	t.unreadable.Add(context.Background(), 1, metric.WithAttributes(attribute.String("source", source)))
 }
 
 // RegisterSink exports the Loki sink's counters and returns the hook that

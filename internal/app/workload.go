@@ -51,22 +51,11 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 		}
 		sources = append(sources, s)
 	}
-	if objs := cfg.Sources.EventlogObjects.Objects; len(objs) > 0 {
-		auth, err := newSalesforceAuth(cfg.Salesforce)
-		if err != nil {
-			return nil, err
-		}
-		specs := make([]salesforce.ObjectSpec, len(objs))
-		for i, o := range objs {
-			specs[i] = salesforce.ObjectSpec{Name: o.Name, TimestampField: o.TimestampField, PollInterval: o.PollInterval,
-				Lookback: o.Lookback, Settle: o.Settle, MaxCatchupRecords: o.MaxCatchupRecords}
-		}
-		s, err := salesforce.NewSOQLSource(auth, cfg.Salesforce.APIVersion, specs, clk, log)
-		if err != nil {
-			return nil, err
-		}
-		sources = append(sources, s)
+	sfSources, err := salesforceSources(cfg, clk, log, t)
+	if err != nil {
+		return nil, err
 	}
+	sources = append(sources, sfSources...)
 	if len(sources) == 0 {
 		return idle{}, nil
 	}
@@ -82,6 +71,47 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 		return nil, err
 	}
 	return &pipelineWorkload{pipeline: p, sources: sources}, nil
+}
+
+// salesforceSources builds the Salesforce sources that are enabled, sharing
+// one token source.
+func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry) ([]ports.Source, error) {
+	objs, elf := cfg.Sources.EventlogObjects.Objects, cfg.Sources.EventLogFile
+	if len(objs) == 0 && len(elf.EventTypes) == 0 {
+		return nil, nil
+	}
+	auth, err := newSalesforceAuth(cfg.Salesforce)
+	if err != nil {
+		return nil, err
+	}
+	var sources []ports.Source
+	if len(elf.EventTypes) > 0 {
+		s, err := salesforce.NewELFSource(auth, cfg.Salesforce.APIVersion, salesforce.ELFSpec{Interval: elf.Interval, EventTypes: elf.EventTypes,
+			PollInterval: elf.PollInterval, Lookback: elf.Lookback, SettleWindow: elf.SettleWindow, Concurrency: elf.Concurrency}, clk, log)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			s.GarbageCheckpoint = func() { t.CheckpointUnreadable("eventlogfile") }
+		}
+		sources = append(sources, s)
+	}
+	if len(objs) > 0 {
+		specs := make([]salesforce.ObjectSpec, len(objs))
+		for i, o := range objs {
+			specs[i] = salesforce.ObjectSpec{Name: o.Name, TimestampField: o.TimestampField, PollInterval: o.PollInterval,
+				Lookback: o.Lookback, Settle: o.Settle, MaxCatchupRecords: o.MaxCatchupRecords}
+		}
+		s, err := salesforce.NewSOQLSource(auth, cfg.Salesforce.APIVersion, specs, clk, log)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			s.Throttled = func() { t.SalesforceThrottled("soql") }
+		}
+		sources = append(sources, s)
+	}
+	return sources, nil
 }
 
 // newLokiSink builds the sink; with t, its counters are exported.

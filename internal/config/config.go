@@ -46,6 +46,17 @@ func (s Salesforce) SalesforceLoginURL() string {
 type Sources struct {
 	Synthetic       Synthetic       `yaml:"synthetic" mapstructure:"synthetic" doc:"Salesforce-shaped test events (LoginEvent-, ApiEvent-like JSON) with a sequence checkpoint: for demos, soak tests and benchmarks."`
 	EventlogObjects EventlogObjects `yaml:"eventlog_objects" mapstructure:"eventlog_objects" doc:"Salesforce objects polled with SOQL by a timestamp field: LoginHistory, SetupAuditTrail, stored real-time events such as LoginEvent, custom objects. Needs salesforce.auth_mode."`
+	EventLogFile    EventLogFile    `yaml:"eventlogfile" mapstructure:"eventlogfile" doc:"EventLogFile CSVs (Event Monitoring; the Daily free subset on orgs without Shield), one Loki entry per row. Needs salesforce.auth_mode."`
+}
+
+// EventLogFile configures the EventLogFile source.
+type EventLogFile struct {
+	EventTypes   []string      `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Event types to ingest (API, Login, ReportExport, …), or \"*\" for every type the org has; empty disables the source. Checkpoint key eventlogfile:<EventType>."`
+	Interval     string        `yaml:"interval" mapstructure:"interval" default:"Hourly" enum:"Hourly,Daily" doc:"Which files: Hourly or Daily (they duplicate each other; pick one)."`
+	PollInterval time.Duration `yaml:"poll_interval" mapstructure:"poll_interval" default:"1h" doc:"How often new files are listed."`
+	Lookback     time.Duration `yaml:"lookback" mapstructure:"lookback" default:"24h" doc:"How far back the first poll (no checkpoint yet) starts."`
+	SettleWindow time.Duration `yaml:"settle_window" mapstructure:"settle_window" default:"5m" doc:"Files younger than this wait for the next poll (and hold back later files of their type)."`
+	Concurrency  int           `yaml:"concurrency" mapstructure:"concurrency" default:"4" doc:"Event types downloaded at once."`
 }
 
 // EventlogObjects configures SOQL polling.

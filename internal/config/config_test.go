@@ -247,3 +247,25 @@ func TestEventlogObjects(t *testing.T) {
 		}
 	}
 }
+
+func TestEventLogFileConfig(t *testing.T) {
+	base := "salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u, private_key_file: /k}\nsink: {loki: {url: http://loki/push}}\n"
+	cfg, _, err := config.Load(write(t, base+"sources: {eventlogfile: {event_types: [API, Login]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := cfg.Sources.EventLogFile; e.Interval != "Hourly" || e.PollInterval != time.Hour || e.Lookback != 24*time.Hour || e.SettleWindow != 5*time.Minute || e.Concurrency != 4 {
+		t.Fatalf("defaults %+v", e)
+	}
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"bad type":     {base + "sources: {eventlogfile: {event_types: ['Report Export']}}\n", `"Report Export" is not an event type name`},
+		"bad interval": {base + "sources: {eventlogfile: {event_types: [API], interval: Weekly}}\n", `"Weekly" is not one of [Hourly Daily]`},
+		"no auth":      {"sink: {loki: {url: http://l}}\nsources: {eventlogfile: {event_types: ['*']}}\n", "salesforce.auth_mode: required when sources.eventlogfile.event_types is set"},
+		"concurrency":  {base + "sources: {eventlogfile: {event_types: [API], concurrency: 0}}\n", "concurrency 1 to 16"},
+	} {
+		_, _, err := config.Load(write(t, tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", name, err, tc.want)
+		}
+	}
+}

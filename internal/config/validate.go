@@ -149,12 +149,31 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 			add(path+".big_object", "big objects need a newest-first drain, which sf2loki does not have yet; remove %s or set big_object: false for an object that supports ORDER BY %s ASC", o.Name, o.TimestampField)
 		}
 	}
-	if len(c.Sources.EventlogObjects.Objects) > 0 {
+	if elf := c.Sources.EventLogFile; len(elf.EventTypes) > 0 {
+		for _, t := range elf.EventTypes {
+			if t != "*" && !soqlIdentifier.MatchString(t) {
+				add("sources.eventlogfile.event_types", "%q is not an event type name (letters, digits and _) or \"*\"", t)
+			}
+		}
+		if elf.PollInterval < time.Minute || elf.Lookback <= 0 || elf.SettleWindow < 0 || elf.Concurrency < 1 || elf.Concurrency > 16 {
+			add("sources.eventlogfile", "poll_interval must be at least 1m, lookback > 0, settle_window >= 0 and concurrency 1 to 16")
+		}
+	}
+	for _, src := range []struct {
+		on   bool
+		name string
+	}{
+		{len(c.Sources.EventlogObjects.Objects) > 0, "sources.eventlog_objects.objects"},
+		{len(c.Sources.EventLogFile.EventTypes) > 0, "sources.eventlogfile.event_types"},
+	} {
+		if !src.on {
+			continue
+		}
 		if c.Salesforce.AuthMode == "none" {
-			add("salesforce.auth_mode", "required when sources.eventlog_objects.objects is set: jwt_bearer or client_credentials")
+			add("salesforce.auth_mode", "required when %s is set: jwt_bearer or client_credentials", src.name)
 		}
 		if c.Sink.Loki.URL == "" {
-			add("sink.loki.url", "required when a source is enabled (sources.eventlog_objects.objects is set)")
+			add("sink.loki.url", "required when a source is enabled (%s is set)", src.name)
 		}
 	}
 	if c.Sources.Synthetic.Rate < 0 {

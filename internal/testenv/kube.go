@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -225,6 +226,22 @@ func (k *KubeServer) GrantLeases(t testing.TB, ns string, verbs ...string) {
 		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: KubeLimitedUser}}}
 	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The authorizer learns of new bindings through its informers: wait
+	// until the grant is in effect, or a test's first request may be refused.
+	for _, verb := range verbs {
+		for {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: KubeLimitedUser,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: "coordination.k8s.io", Resource: "leases"}}}
+			res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			if err == nil && res.Status.Allowed {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the %s grant on leases in %s did not take effect: %v", verb, ns, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 

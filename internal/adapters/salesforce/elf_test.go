@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -15,84 +13,10 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
-// elfOrg serves EventLogFile listings and LogFile bodies.
-type elfOrg struct {
-	mu        sync.Mutex
-	files     []map[string]any // Id, EventType, Interval, CreatedDate
-	bodies    map[string]string
-	truncate  map[string]int // Id → how many more downloads end mid-body
-	downloads []string
-}
-
-var (
-	elfType    = regexp.MustCompile(`EventType = '(\w+)'`)
-	elfCreated = regexp.MustCompile(`CreatedDate >= (\S+) ORDER`)
-)
-
-func (o *elfOrg) add(id, typ string, created time.Time, body string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.files = slices.DeleteFunc(o.files, func(f map[string]any) bool { return f["Id"] == id })
-	o.files = append(o.files, map[string]any{"Id": id, "EventType": typ, "Interval": "Hourly",
-		"CreatedDate": created.UTC().Format("2006-01-02T15:04:05.000+0000")})
-	slices.SortFunc(o.files, func(a, b map[string]any) int {
-		return strings.Compare(a["CreatedDate"].(string)+a["Id"].(string), b["CreatedDate"].(string)+b["Id"].(string))
-	})
-	if o.bodies == nil {
-		o.bodies = map[string]string{}
-	}
-	o.bodies[id] = body
-}
-
-func (o *elfOrg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch {
-	case r.URL.Path == "/services/oauth2/token":
-		_, _ = fmt.Fprintf(w, `{"access_token":"tok","instance_url":"http://%s"}`, r.Host)
-	case strings.HasSuffix(r.URL.Path, "/LogFile"):
-		id := strings.Split(r.URL.Path, "/")[6]
-		o.downloads = append(o.downloads, id)
-		body := o.bodies[id]
-		if o.truncate[id] > 0 {
-			o.truncate[id]--
-			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-			_, _ = fmt.Fprint(w, body[:len(body)/2])
-			conn, _, _ := w.(http.Hijacker).Hijack()
-			_ = conn.Close()
-			return
-		}
-		_, _ = fmt.Fprint(w, body)
-	case r.URL.Path == "/services/data/v60.0/query":
-		q := r.URL.Query().Get("q")
-		var out []map[string]any
-		if strings.Contains(q, "GROUP BY EventType") {
-			seen := map[string]bool{}
-			for _, f := range o.files {
-				if t := f["EventType"].(string); !seen[t] {
-					seen[t] = true
-					out = append(out, map[string]any{"EventType": t})
-				}
-			}
-		} else {
-			typ := elfType.FindStringSubmatch(q)[1]
-			from, _ := time.Parse("2006-01-02T15:04:05.000Z", elfCreated.FindStringSubmatch(q)[1])
-			for _, f := range o.files {
-				c, _ := salesforce.ParseTime(f["CreatedDate"].(string))
-				if f["EventType"] == typ && !c.Before(from) {
-					out = append(out, f)
-				}
-			}
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"done": true, "records": out})
-	default:
-		http.NotFound(w, r)
-	}
-}
-
-func elfSource(t *testing.T, org *elfOrg, spec salesforce.ELFSpec, now time.Time) *salesforce.ELFSource {
+func elfSource(t *testing.T, org *fakesf.ELFOrg, spec salesforce.ELFSpec, now time.Time) *salesforce.ELFSource {
 	t.Helper()
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
@@ -171,11 +95,11 @@ func requestIDs(es []ports.Entry) []string {
 
 func TestELFStreamsFilesWithThePreFileCheckpointUntilTheLastRow(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	org := &elfOrg{}
-	org.add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 3))
-	org.add("0AT2", "API", now.Add(-2*time.Hour), csvBody("b", 2))
-	org.add("0AT3", "Login", now.Add(-2*time.Hour), csvBody("c", 1))
-	org.add("0AT4", "API", now.Add(-1*time.Hour), "EVENT_TYPE,TIMESTAMP_DERIVED,REQUEST_ID,QUERY\n") // no rows
+	org := &fakesf.ELFOrg{}
+	org.Add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 3))
+	org.Add("0AT2", "API", now.Add(-2*time.Hour), csvBody("b", 2))
+	org.Add("0AT3", "Login", now.Add(-2*time.Hour), csvBody("c", 1))
+	org.Add("0AT4", "API", now.Add(-1*time.Hour), "EVENT_TYPE,TIMESTAMP_DERIVED,REQUEST_ID,QUERY\n") // no rows
 	s := elfSource(t, org, salesforce.ELFSpec{EventTypes: []string{"*"}}, now)
 	got := runELF(t, s, nil, func(es []ports.Entry) bool { return len(es) >= 7 })
 	var api []ports.Entry
@@ -205,7 +129,7 @@ func TestELFStreamsFilesWithThePreFileCheckpointUntilTheLastRow(t *testing.T) {
 	// Resuming from the last checkpoint reads nothing again, except a Daily
 	// file regenerated in place (same Id, newer CreatedDate).
 	last := api[5].Checkpoint.Value
-	org.add("0AT2", "API", now.Add(-30*time.Minute), csvBody("b2", 2))
+	org.Add("0AT2", "API", now.Add(-30*time.Minute), csvBody("b2", 2))
 	s2 := elfSource(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}}, now)
 	got = runELF(t, s2, map[string]string{"eventlogfile:API": last}, func(es []ports.Entry) bool { return len(es) >= 2 })
 	if ids := requestIDs(got); !slices.Equal(ids, []string{"b2-0", "b2-1"}) {
@@ -215,17 +139,17 @@ func TestELFStreamsFilesWithThePreFileCheckpointUntilTheLastRow(t *testing.T) {
 
 func TestELFFailureMidFileReplaysTheFileAndStopsTheType(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	org := &elfOrg{truncate: map[string]int{"0AT1": 1}}
-	org.add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 200))
-	org.add("0AT2", "API", now.Add(-2*time.Hour), csvBody("b", 2))
+	org := &fakesf.ELFOrg{Truncate: map[string]int{"0AT1": 1}}
+	org.Add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 200))
+	org.Add("0AT2", "API", now.Add(-2*time.Hour), csvBody("b", 2))
 	s := elfSource(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}}, now)
 	got := runELF(t, s, nil, func(es []ports.Entry) bool {
 		return len(es) > 0 && strings.Contains(es[len(es)-1].Checkpoint.Value, "0AT2")
 	})
 	// The first download broke mid-file: its rows carried the pre-file
 	// checkpoint, 0AT2 waited, and the next cycle read 0AT1 whole again.
-	if org.downloads[0] != "0AT1" || org.downloads[1] != "0AT1" || org.downloads[2] != "0AT2" {
-		t.Fatalf("downloads %v", org.downloads)
+	if org.Downloads[0] != "0AT1" || org.Downloads[1] != "0AT1" || org.Downloads[2] != "0AT2" {
+		t.Fatalf("downloads %v", org.Downloads)
 	}
 	ids := requestIDs(got)
 	firstComplete := slices.Index(ids, "a-199")
@@ -241,10 +165,10 @@ func TestELFFailureMidFileReplaysTheFileAndStopsTheType(t *testing.T) {
 
 func TestELFSettleWindowAndGarbageCheckpoint(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	org := &elfOrg{}
-	org.add("OLD", "API", now.Add(-30*time.Hour), csvBody("old", 1)) // before the 1d lookback
-	org.add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 1))
-	org.add("0AT2", "API", now.Add(-2*time.Minute), csvBody("young", 1)) // not settled
+	org := &fakesf.ELFOrg{}
+	org.Add("OLD", "API", now.Add(-30*time.Hour), csvBody("old", 1)) // before the 1d lookback
+	org.Add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 1))
+	org.Add("0AT2", "API", now.Add(-2*time.Minute), csvBody("young", 1)) // not settled
 	s := elfSource(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}, SettleWindow: 5 * time.Minute}, now)
 	garbage := 0
 	s.GarbageCheckpoint = func() { garbage++ }

@@ -1,0 +1,99 @@
+package fakesf
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ELFOrg serves EventLogFile listings (by type and CreatedDate, and the
+// GROUP BY discovery) and LogFile bodies, and mints tokens.
+type ELFOrg struct {
+	mu     sync.Mutex
+	files  []map[string]any // Id, EventType, Interval, CreatedDate
+	bodies map[string]string
+	// Truncate makes the next downloads of an Id end mid-body.
+	Truncate map[string]int
+	// Downloads lists the files downloaded, in order.
+	Downloads []string
+}
+
+var (
+	elfType    = regexp.MustCompile(`EventType = '(\w+)'`)
+	elfCreated = regexp.MustCompile(`CreatedDate >= (\S+) ORDER`)
+)
+
+// Add stores (or regenerates) a file.
+func (o *ELFOrg) Add(id, typ string, created time.Time, body string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.files = slices.DeleteFunc(o.files, func(f map[string]any) bool { return f["Id"] == id })
+	o.files = append(o.files, map[string]any{"Id": id, "EventType": typ, "Interval": "Hourly",
+		"CreatedDate": created.UTC().Format("2006-01-02T15:04:05.000+0000")})
+	slices.SortFunc(o.files, func(a, b map[string]any) int {
+		return strings.Compare(a["CreatedDate"].(string)+a["Id"].(string), b["CreatedDate"].(string)+b["Id"].(string))
+	})
+	if o.bodies == nil {
+		o.bodies = map[string]string{}
+	}
+	o.bodies[id] = body
+}
+
+// ServeHTTP answers the token, query and LogFile endpoints.
+func (o *ELFOrg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case r.URL.Path == "/services/oauth2/token":
+		_, _ = fmt.Fprintf(w, `{"access_token":"tok","instance_url":"http://%s"}`, r.Host)
+	case strings.HasSuffix(r.URL.Path, "/LogFile"):
+		id := strings.Split(r.URL.Path, "/")[6]
+		o.Downloads = append(o.Downloads, id)
+		body := o.bodies[id]
+		if o.Truncate[id] > 0 {
+			o.Truncate[id]--
+			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+			_, _ = fmt.Fprint(w, body[:len(body)/2])
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			_ = conn.Close()
+			return
+		}
+		_, _ = fmt.Fprint(w, body)
+	case r.URL.Path == "/services/data/v60.0/query":
+		q := r.URL.Query().Get("q")
+		var out []map[string]any
+		if strings.Contains(q, "GROUP BY EventType") {
+			seen := map[string]bool{}
+			for _, f := range o.files {
+				if t := f["EventType"].(string); !seen[t] {
+					seen[t] = true
+					out = append(out, map[string]any{"EventType": t})
+				}
+			}
+		} else {
+			typ := elfType.FindStringSubmatch(q)[1]
+			from, _ := time.Parse("2006-01-02T15:04:05.000Z", elfCreated.FindStringSubmatch(q)[1])
+			for _, f := range o.files {
+				c, _ := time.Parse("2006-01-02T15:04:05.000-0700", f["CreatedDate"].(string))
+				if f["EventType"] == typ && !c.Before(from) {
+					out = append(out, f)
+				}
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"done": true, "records": out})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// DownloadsSoFar returns the downloads so far.
+func (o *ELFOrg) DownloadsSoFar() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.Downloads)
+}
