@@ -17,6 +17,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/gcs"
 	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
 	"github.com/sf2loki/sf2loki/internal/adapters/s3"
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
@@ -66,7 +67,8 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	if err != nil {
 		r.Checks = append(r.Checks, Check{"config", Fail, err.Error()},
 			Check{"state", Skip, "the configuration is invalid"}, Check{"coordinator", Skip, "the configuration is invalid"},
-			Check{"loki", Skip, "the configuration is invalid"}, Check{"auth", Skip, "the configuration is invalid"})
+			Check{"loki", Skip, "the configuration is invalid"}, Check{"auth", Skip, "the configuration is invalid"},
+			Check{"permissions", Skip, "the configuration is invalid"}, Check{"entitlement", Skip, "the configuration is invalid"})
 		r.ExitCode = ExitInvalidConfig
 		return r
 	}
@@ -74,7 +76,9 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	for _, w := range warnings {
 		r.Checks = append(r.Checks, Check{"config", Warn, w})
 	}
-	r.Checks = append(r.Checks, checkState(ctx, cfg), checkCoordinator(ctx, cfg), checkLoki(ctx, cfg), checkAuth(ctx, cfg))
+	auth := checkAuth(ctx, cfg)
+	r.Checks = append(r.Checks, checkState(ctx, cfg), checkCoordinator(ctx, cfg), checkLoki(ctx, cfg), auth)
+	r.Checks = append(r.Checks, checkSalesforceAccess(ctx, cfg, auth)...)
 	for _, c := range r.Checks {
 		if c.Status == Fail {
 			r.ExitCode = 1
@@ -103,6 +107,74 @@ func checkAuth(ctx context.Context, cfg *config.Config) Check {
 		return Check{"auth", Fail, fmt.Sprintf("token minted for %s, but: %v", tok.InstanceURL, err)}
 	}
 	return Check{"auth", Pass, fmt.Sprintf("%s token minted at %s for %s, org %s", cfg.Salesforce.AuthMode, cfg.Salesforce.SalesforceLoginURL(), tok.InstanceURL, org)}
+}
+
+// checkSalesforceAccess runs the checks that need a token: permissions (a
+// one-row query per configured object, a describe of EventLogFile) and
+// entitlement (the configured EventLogFile types against those the org
+// has). They SKIP when auth did not pass.
+func checkSalesforceAccess(ctx context.Context, cfg *config.Config, auth Check) []Check {
+	objs, elf := cfg.Sources.EventlogObjects.Objects, cfg.Sources.EventLogFile
+	if auth.Status != Pass {
+		why := "the auth check did not pass"
+		if cfg.Salesforce.AuthMode == "none" {
+			why = "salesforce.auth_mode is none"
+		}
+		return []Check{{"permissions", Skip, why}, {"entitlement", Skip, why}}
+	}
+	a, err := newSalesforceAuth(cfg.Salesforce)
+	if err != nil {
+		return []Check{{"permissions", Fail, err.Error()}, {"entitlement", Skip, "permissions failed"}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	v := cfg.Salesforce.APIVersion
+	perm := Check{"permissions", Pass, ""}
+	var ok []string
+	for _, o := range objs {
+		if _, err := salesforce.Query(ctx, a, v, fmt.Sprintf("SELECT Id FROM %s LIMIT 1", o.Name)); err != nil {
+			perm = Check{"permissions", Fail, fmt.Sprintf("query %s: %v (grant read access to the object and its fields)", o.Name, err)}
+			break
+		}
+		ok = append(ok, o.Name)
+	}
+	if perm.Status == Pass && len(elf.EventTypes) > 0 {
+		if q, err := salesforce.Describe(ctx, a, v, "EventLogFile"); err != nil || !q {
+			perm = Check{"permissions", Fail, fmt.Sprintf("EventLogFile is not queryable (%v): grant View Event Log Files", err)}
+		} else {
+			ok = append(ok, "EventLogFile")
+		}
+	}
+	if perm.Status == Pass {
+		perm.Detail = "queryable: " + strings.Join(ok, ", ")
+		if len(ok) == 0 {
+			perm = Check{"permissions", Skip, "no Salesforce source is configured"}
+		}
+	}
+	ent := Check{"entitlement", Skip, "sources.eventlogfile is not configured"}
+	if len(elf.EventTypes) > 0 && perm.Status == Pass {
+		rows, err := salesforce.Query(ctx, a, v, fmt.Sprintf("SELECT EventType FROM EventLogFile WHERE Interval = '%s' GROUP BY EventType", elf.Interval))
+		if err != nil {
+			ent = Check{"entitlement", Fail, err.Error()}
+		} else {
+			have := map[string]bool{}
+			for _, r := range rows {
+				have[fmt.Sprint(r["EventType"])] = true
+			}
+			var missing []string
+			for _, t := range elf.EventTypes {
+				if t != "*" && !have[t] {
+					missing = append(missing, t)
+				}
+			}
+			ent = Check{"entitlement", Pass, fmt.Sprintf("%d %s event types have files", len(have), elf.Interval)}
+			if len(missing) > 0 {
+				ent = Check{"entitlement", Warn, fmt.Sprintf("no %s files for %s in the retention window: not licensed (Event Monitoring), or no activity yet",
+					elf.Interval, strings.Join(missing, ", "))}
+			}
+		}
+	}
+	return []Check{perm, ent}
 }
 
 func checkState(ctx context.Context, cfg *config.Config) Check {

@@ -243,12 +243,12 @@ func TestDoctorInvalidConfigAndJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back DoctorReport
-	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.ExitCode != 2 || len(back.Checks) != 5 {
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.ExitCode != 2 || len(back.Checks) != 7 {
 		t.Fatalf("JSON %s: %v", buf.String(), err)
 	}
 	buf.Reset()
 	_ = r.Write(&buf, false)
-	if !strings.Contains(buf.String(), "0 passed, 0 warned, 1 failed, 4 skipped") {
+	if !strings.Contains(buf.String(), "0 passed, 0 warned, 1 failed, 6 skipped") {
 		t.Fatalf("table:\n%s", buf.String())
 	}
 }
@@ -347,5 +347,59 @@ func TestDoctorAuth(t *testing.T) {
 	}
 	if c := check(Doctor(t.Context(), writeConfig(t, fmt.Sprintf("state: {file: {path: %s/s.json}}\n", dir))), "auth"); c.Status != Skip {
 		t.Fatalf("auth without salesforce: %+v", c)
+	}
+}
+
+func TestDoctorPermissionsAndEntitlement(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query().Get("q")
+		switch {
+		case r.URL.Path == "/services/oauth2/token":
+			_, _ = fmt.Fprintf(w, `{"access_token":"tok","instance_url":"http://%s"}`, r.Host)
+		case r.URL.Path == "/services/oauth2/userinfo":
+			_, _ = io.WriteString(w, `{"organization_id":"00DORG"}`)
+		case strings.HasSuffix(r.URL.Path, "/sobjects/EventLogFile/describe"):
+			_, _ = io.WriteString(w, `{"name":"EventLogFile","queryable":true}`)
+		case strings.Contains(q, "FROM Forbidden"):
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `[{"errorCode":"INVALID_TYPE","message":"sObject type 'Forbidden' is not supported."}]`)
+		case strings.Contains(q, "GROUP BY EventType"):
+			_, _ = io.WriteString(w, `{"done":true,"records":[{"EventType":"API"},{"EventType":"Login"}]}`)
+		case strings.HasPrefix(q, "SELECT Id FROM"):
+			_, _ = io.WriteString(w, `{"done":true,"records":[]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := func(object string) string {
+		return writeConfig(t, fmt.Sprintf(`state: {file: {path: %s/s.json}}
+salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: x}
+sources:
+  eventlog_objects: {objects: [{name: %s}]}
+  eventlogfile: {event_types: [API, ReportExport]}
+sink: {loki: {url: %s/push}}
+`, dir, srv.URL, object, srv.URL))
+	}
+	r := Doctor(t.Context(), cfg("LoginEvent"))
+	if c := check(r, "permissions"); c.Status != Pass || c.Detail != "queryable: LoginEvent, EventLogFile" {
+		t.Fatalf("permissions: %+v", c)
+	}
+	var ent Check
+	for _, c := range r.Checks {
+		if c.Name == "entitlement" {
+			ent = c
+		}
+	}
+	if ent.Status != Warn || !strings.Contains(ent.Detail, "ReportExport") || strings.Contains(ent.Detail, "API") {
+		t.Fatalf("entitlement: %+v", ent)
+	}
+	r = Doctor(t.Context(), cfg("Forbidden"))
+	if c := check(r, "permissions"); c.Status != Fail || !strings.Contains(c.Detail, "query Forbidden") || r.ExitCode != 1 {
+		t.Fatalf("permissions on a forbidden object: %+v", c)
+	}
+	if c := check(r, "entitlement"); c.Status != Skip {
+		t.Fatalf("entitlement after a failed permissions check: %+v", c)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -180,4 +181,51 @@ func TestELFSettleWindowAndGarbageCheckpoint(t *testing.T) {
 	if _, err := salesforce.NewELFSource(nil, "60.0", salesforce.ELFSpec{Interval: "Weekly", EventTypes: []string{"API"}}, nil, nil); err == nil {
 		t.Fatal("interval Weekly was accepted")
 	}
+}
+
+// BenchmarkEventLogFile50MB streams one 50 MB EventLogFile (450,000 rows,
+// quoted newlines in every row) from an in-process org through the source
+// and reports rows/s and the heap the source added on top of the org's
+// copy of the body, at its peak.
+func BenchmarkEventLogFile50MB(b *testing.B) {
+	var body strings.Builder
+	body.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,USER_ID,URI,QUERY\n")
+	for i := range 450_000 {
+		fmt.Fprintf(&body, "API,2026-11-28T10:%02d:%02d.000Z,005%012d,/services/data/v60.0/query,\"SELECT Id, Name\nFROM Account WHERE Id = '%d'\"\n",
+			(i/60)%60, i%60, i, i)
+	}
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	var peak, baseline uint64
+	rows := 0
+	start := time.Now()
+	for b.Loop() {
+		org := &fakesf.ELFOrg{}
+		org.Add("0AT1", "API", now.Add(-time.Hour), body.String())
+		srv := httptest.NewServer(org)
+		a, _ := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+		s, _ := salesforce.NewELFSource(a, "60.0", salesforce.ELFSpec{Interval: "Hourly", EventTypes: []string{"API"}, PollInterval: time.Hour}, clockAt(now), nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		baseline = ms.HeapInuse // the fake org holds the body in this process
+		n := 0
+		_ = s.Run(ctx, func(string) (string, bool) { return "", false }, func(ports.Entry) error {
+			n++
+			if n%50_000 == 0 {
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+			}
+			if n == 450_000 {
+				cancel()
+			}
+			return nil
+		})
+		cancel()
+		srv.Close()
+		rows += n
+	}
+	b.ReportMetric(float64(rows)/time.Since(start).Seconds(), "rows/s")
+	b.ReportMetric(float64(peak-min(peak, baseline))/(1<<20), "source-heap-MiB")
+	b.ReportMetric(float64(body.Len())/(1<<20), "file-MiB")
 }

@@ -297,3 +297,33 @@ func ParseTime(s string) (time.Time, error) {
 
 // literal renders t as a SOQL datetime literal (UTC, milliseconds).
 func literal(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// Query runs one SOQL query (following nextRecordsUrl) with auth.
+func Query(ctx context.Context, auth *Auth, apiVersion, soql string) ([]map[string]any, error) {
+	return (&SOQLSource{auth: auth, version: apiVersion}).query(ctx, soql)
+}
+
+// Describe reports whether object exists for this user and is queryable.
+func Describe(ctx context.Context, auth *Auth, apiVersion, object string) (bool, error) {
+	if !identifier.MatchString(object) {
+		return false, fmt.Errorf("salesforce: %q is not an object name", object)
+	}
+	resp, err := auth.Do(ctx, func(tok *Token) (*http.Request, error) {
+		return http.NewRequest(http.MethodGet, fmt.Sprintf("%s/services/data/v%s/sobjects/%s/describe", tok.InstanceURL, apiVersion, object), nil)
+	})
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("salesforce: describe %s answered %d: %s", object, resp.StatusCode, snippet(body))
+	}
+	var d struct {
+		Queryable bool `json:"queryable"`
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		return false, fmt.Errorf("salesforce: describe %s: %w", object, err)
+	}
+	return d.Queryable, nil
+}
