@@ -185,8 +185,9 @@ func TestELFSettleWindowAndGarbageCheckpoint(t *testing.T) {
 
 // BenchmarkEventLogFile50MB streams one 50 MB EventLogFile (450,000 rows,
 // quoted newlines in every row) from an in-process org through the source
-// and reports rows/s and the heap the source added on top of the org's
-// copy of the body, at its peak.
+// and reports rows/s and the live heap the source added on top of the org's
+// copy of the body, at its peak (sampled after a collection every 50,000
+// rows; the collections slow the run a little).
 func BenchmarkEventLogFile50MB(b *testing.B) {
 	var body strings.Builder
 	body.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,USER_ID,URI,QUERY\n")
@@ -208,13 +209,16 @@ func BenchmarkEventLogFile50MB(b *testing.B) {
 		var ms runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
-		baseline = ms.HeapInuse // the fake org holds the body in this process
+		baseline = ms.HeapAlloc // the fake org holds the body in this process
 		n := 0
 		_ = s.Run(ctx, func(string) (string, bool) { return "", false }, func(ports.Entry) error {
 			n++
 			if n%50_000 == 0 {
+				// Live memory: after a collection, so the pacer's headroom
+				// (proportional to the org's copy of the body) is not counted.
+				runtime.GC()
 				runtime.ReadMemStats(&ms)
-				peak = max(peak, ms.HeapInuse)
+				peak = max(peak, ms.HeapAlloc)
 			}
 			if n == 450_000 {
 				cancel()
@@ -226,6 +230,6 @@ func BenchmarkEventLogFile50MB(b *testing.B) {
 		rows += n
 	}
 	b.ReportMetric(float64(rows)/time.Since(start).Seconds(), "rows/s")
-	b.ReportMetric(float64(peak-min(peak, baseline))/(1<<20), "source-heap-MiB")
+	b.ReportMetric(float64(peak-min(peak, baseline))/(1<<20), "source-live-heap-MiB")
 	b.ReportMetric(float64(body.Len())/(1<<20), "file-MiB")
 }

@@ -3,6 +3,7 @@ package fakesf
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -58,12 +59,12 @@ func (o *ELFOrg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if o.Truncate[id] > 0 {
 			o.Truncate[id]--
 			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-			_, _ = fmt.Fprint(w, body[:len(body)/2])
+			_, _ = io.WriteString(w, body[:len(body)/2])
 			conn, _, _ := w.(http.Hijacker).Hijack()
 			_ = conn.Close()
 			return
 		}
-		_, _ = fmt.Fprint(w, body)
+		_, _ = io.WriteString(w, body)
 	case r.URL.Path == "/services/data/v60.0/query":
 		q := r.URL.Query().Get("q")
 		var out []map[string]any
