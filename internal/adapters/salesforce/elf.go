@@ -289,7 +289,9 @@ func elfEntry(t string, r Row, created time.Time, key, checkpoint string) (ports
 	if ts.IsZero() {
 		ts = created
 	}
-	return ports.Entry{Time: ts, Line: string(line), Labels: map[string]string{"source": "eventlogfile", "event_type": t},
+	level := Level(func(k string) string { return r.Fields[k] })
+	return ports.Entry{Time: ts, Line: string(line), Metadata: map[string]string{"level": level},
+		Labels:     map[string]string{"source": "eventlogfile", "event_type": t},
 		Checkpoint: ports.Checkpoint{Key: key, Value: checkpoint}}, nil
 }
 

@@ -238,7 +238,13 @@ func (s *SOQLSource) entry(o ObjectSpec, rec map[string]any, t time.Time, cur *c
 	if err != nil {
 		return ports.Entry{}, err
 	}
-	return ports.Entry{Time: t, Line: string(line),
+	level := Level(func(k string) string {
+		if v, ok := rec[k]; ok && v != nil {
+			return fmt.Sprint(v)
+		}
+		return ""
+	})
+	return ports.Entry{Time: t, Line: string(line), Metadata: map[string]string{"level": level},
 		Labels:     map[string]string{"source": "eventlog_objects", "event_type": o.Name},
 		Checkpoint: ports.Checkpoint{Key: SOQLKeyPrefix + o.Name, Value: string(pos)}}, nil
 }

@@ -109,7 +109,7 @@ func TestSOQLDrainsInOrderAcrossPagesAndTies(t *testing.T) {
 		t.Fatalf("last checkpoint %+v", c.last().Checkpoint)
 	}
 	e := c.entries[0]
-	if e.Labels["source"] != "eventlog_objects" || e.Labels["event_type"] != "LoginEvent" || strings.Contains(e.Line, "attributes") ||
+	if e.Labels["source"] != "eventlog_objects" || e.Labels["event_type"] != "LoginEvent" || strings.Contains(e.Line, "attributes") || e.Metadata["level"] != "info" ||
 		!e.Time.Equal(base) {
 		t.Fatalf("entry shape %+v", e)
 	}

@@ -1,0 +1,47 @@
+package salesforce
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Level derives a row's level (error, warn or info), sent as structured
+// metadata, from the fields Salesforce uses for outcomes: exception and
+// error columns, the HTTP STATUS_CODE, REQUEST_STATUS (EventLogFile:
+// F failure; A authorisation error, N not found), LOGIN_STATUS
+// (LOGIN_NO_ERROR is success), and Status / OPERATION_STATUS (Success /
+// Failed). get returns a field's value, "" when absent.
+func Level(get func(string) string) string {
+	for _, f := range []string{"EXCEPTION_TYPE", "EXCEPTION_MESSAGE", "ERROR_CODE", "ExceptionType", "ErrorCode"} {
+		if v := strings.TrimSpace(get(f)); v != "" && v != "null" {
+			return "error"
+		}
+	}
+	if code, err := strconv.Atoi(strings.TrimSpace(get("STATUS_CODE"))); err == nil {
+		switch {
+		case code >= 500:
+			return "error"
+		case code >= 400:
+			return "warn"
+		}
+	}
+	switch strings.ToUpper(strings.TrimSpace(get("REQUEST_STATUS"))) {
+	case "F":
+		return "error"
+	case "A", "N":
+		return "warn"
+	}
+	if v := strings.TrimSpace(get("LOGIN_STATUS")); v != "" && v != "LOGIN_NO_ERROR" {
+		return "warn"
+	}
+	for _, f := range []string{"OPERATION_STATUS", "Status"} {
+		switch v := strings.ToLower(strings.TrimSpace(get(f))); {
+		case v == "", v == "success", v == "succeeded", v == "null":
+		case strings.HasPrefix(v, "fail"), strings.Contains(v, "error"):
+			return "error"
+		default:
+			return "warn"
+		}
+	}
+	return "info"
+}
