@@ -164,7 +164,7 @@ func (s *ELFSource) types(ctx context.Context) ([]string, error) {
 		return s.spec.EventTypes, nil
 	}
 	q := fmt.Sprintf("SELECT EventType FROM EventLogFile WHERE Interval = '%s' GROUP BY EventType", s.spec.Interval)
-	rows, err := s.soql(ctx, q)
+	rows, err := Query(ctx, s.auth, s.version, q)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func (s *ELFSource) poll(ctx context.Context, t string, pos *elfPos, emit func(p
 	q := fmt.Sprintf("SELECT Id, EventType, Interval, LogDate, CreatedDate, LogFileLength FROM EventLogFile "+
 		"WHERE EventType = '%s' AND Interval = '%s' AND CreatedDate >= %s ORDER BY CreatedDate ASC, Id ASC",
 		t, s.spec.Interval, literal(pos.last))
-	files, err := s.soql(ctx, q)
+	files, err := Query(ctx, s.auth, s.version, q)
 	if err != nil {
 		return err
 	}
@@ -293,9 +293,4 @@ func elfEntry(t string, r Row, created time.Time, key, checkpoint string) (ports
 	return ports.Entry{Time: ts, Line: string(line), Metadata: map[string]string{"level": level},
 		Labels:     map[string]string{"source": "eventlogfile", "event_type": t},
 		Checkpoint: ports.Checkpoint{Key: key, Value: checkpoint}}, nil
-}
-
-// soql runs a query through the SOQL source's client.
-func (s *ELFSource) soql(ctx context.Context, q string) ([]map[string]any, error) {
-	return (&SOQLSource{auth: s.auth, version: s.version}).query(ctx, q)
 }

@@ -181,7 +181,7 @@ func (s *SOQLSource) cycle(ctx context.Context, o ObjectSpec, cur *cursor, emit 
 	emitted := 0
 	for {
 		q := fmt.Sprintf("SELECT FIELDS(ALL) FROM %s WHERE %s ORDER BY %s ASC, Id ASC LIMIT %d", o.Name, where, o.TimestampField, PageSize)
-		rows, err := s.query(ctx, q)
+		rows, err := Query(ctx, s.auth, s.version, q)
 		if err != nil {
 			return err
 		}
@@ -249,13 +249,13 @@ func (s *SOQLSource) entry(o ObjectSpec, rec map[string]any, t time.Time, cur *c
 		Checkpoint: ports.Checkpoint{Key: SOQLKeyPrefix + o.Name, Value: string(pos)}}, nil
 }
 
-// query runs one SOQL query and follows nextRecordsUrl.
-func (s *SOQLSource) query(ctx context.Context, soql string) ([]map[string]any, error) {
-	next := fmt.Sprintf("/services/data/v%s/query?%s", s.version, url.Values{"q": {soql}}.Encode())
+// Query runs one SOQL query with auth and follows nextRecordsUrl.
+func Query(ctx context.Context, auth *Auth, apiVersion, soql string) ([]map[string]any, error) {
+	next := fmt.Sprintf("/services/data/v%s/query?%s", apiVersion, url.Values{"q": {soql}}.Encode())
 	var rows []map[string]any
 	for next != "" {
 		path := next
-		resp, err := s.auth.Do(ctx, func(tok *Token) (*http.Request, error) {
+		resp, err := auth.Do(ctx, func(tok *Token) (*http.Request, error) {
 			return http.NewRequest(http.MethodGet, tok.InstanceURL+path, nil)
 		})
 		if err != nil {
@@ -303,11 +303,6 @@ func ParseTime(s string) (time.Time, error) {
 
 // literal renders t as a SOQL datetime literal (UTC, milliseconds).
 func literal(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
-// Query runs one SOQL query (following nextRecordsUrl) with auth.
-func Query(ctx context.Context, auth *Auth, apiVersion, soql string) ([]map[string]any, error) {
-	return (&SOQLSource{auth: auth, version: apiVersion}).query(ctx, soql)
-}
 
 // Describe reports whether object exists for this user and is queryable.
 func Describe(ctx context.Context, auth *Auth, apiVersion, object string) (bool, error) {

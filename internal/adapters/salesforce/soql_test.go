@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
@@ -185,16 +186,11 @@ func TestSOQLCheckpointFormsAndFailures(t *testing.T) {
 }
 
 // shiftedClock is the real clock moved to another date.
-type shiftedClock struct{ offset time.Duration }
+type shiftedClock struct {
+	clock.Real
+	offset time.Duration
+}
 
 func clockAt(t time.Time) ports.Clock { return shiftedClock{offset: time.Until(t)} }
 
-func (c shiftedClock) Now() time.Time                       { return time.Now().Add(c.offset) }
-func (shiftedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-func (shiftedClock) NewTimer(d time.Duration) ports.Timer   { return realTimer{time.NewTimer(d)} }
-
-type realTimer struct{ t *time.Timer }
-
-func (t realTimer) C() <-chan time.Time        { return t.t.C }
-func (t realTimer) Stop() bool                 { return t.t.Stop() }
-func (t realTimer) Reset(d time.Duration) bool { return t.t.Reset(d) }
+func (c shiftedClock) Now() time.Time { return time.Now().Add(c.offset) }
