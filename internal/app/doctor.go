@@ -76,9 +76,9 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	for _, w := range warnings {
 		r.Checks = append(r.Checks, Check{"config", Warn, w})
 	}
-	auth := checkAuth(ctx, cfg)
+	auth, sf := checkAuth(ctx, cfg)
 	r.Checks = append(r.Checks, checkState(ctx, cfg), checkCoordinator(ctx, cfg), checkLoki(ctx, cfg), auth)
-	r.Checks = append(r.Checks, checkSalesforceAccess(ctx, cfg, auth)...)
+	r.Checks = append(r.Checks, checkSalesforceAccess(ctx, cfg, sf)...)
 	for _, c := range r.Checks {
 		if c.Status == Fail {
 			r.ExitCode = 1
@@ -87,44 +87,42 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	return r
 }
 
-// checkAuth mints a Salesforce token with the configured credentials.
-func checkAuth(ctx context.Context, cfg *config.Config) Check {
+// checkAuth mints a Salesforce token with the configured credentials and
+// returns the token source when it passed (nil otherwise).
+func checkAuth(ctx context.Context, cfg *config.Config) (Check, *salesforce.Auth) {
 	if cfg.Salesforce.AuthMode == "none" {
-		return Check{"auth", Skip, "salesforce.auth_mode is none"}
+		return Check{"auth", Skip, "salesforce.auth_mode is none"}, nil
 	}
 	auth, err := newSalesforceAuth(cfg.Salesforce)
 	if err != nil {
-		return Check{"auth", Fail, err.Error()}
+		return Check{"auth", Fail, err.Error()}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tok, err := auth.Token(ctx)
 	if err != nil {
-		return Check{"auth", Fail, err.Error()}
+		return Check{"auth", Fail, err.Error()}, nil
 	}
 	org, err := auth.OrgID(ctx)
 	if err != nil {
-		return Check{"auth", Fail, fmt.Sprintf("token minted for %s, but: %v", tok.InstanceURL, err)}
+		return Check{"auth", Fail, fmt.Sprintf("token minted for %s, but: %v", tok.InstanceURL, err)}, nil
 	}
-	return Check{"auth", Pass, fmt.Sprintf("%s token minted at %s for %s, org %s", cfg.Salesforce.AuthMode, cfg.Salesforce.SalesforceLoginURL(), tok.InstanceURL, org)}
+	return Check{"auth", Pass, fmt.Sprintf("%s token minted at %s for %s, org %s", cfg.Salesforce.AuthMode, cfg.Salesforce.SalesforceLoginURL(), tok.InstanceURL, org)}, auth
 }
 
 // checkSalesforceAccess runs the checks that need a token: permissions (a
 // one-row query per configured object, a describe of EventLogFile) and
 // entitlement (the configured EventLogFile types against those the org
-// has). They SKIP when auth did not pass.
-func checkSalesforceAccess(ctx context.Context, cfg *config.Config, auth Check) []Check {
+// has) with the token source the auth check built. They SKIP when auth did
+// not pass (a is nil).
+func checkSalesforceAccess(ctx context.Context, cfg *config.Config, a *salesforce.Auth) []Check {
 	objs, elf := cfg.Sources.EventlogObjects.Objects, cfg.Sources.EventLogFile
-	if auth.Status != Pass {
+	if a == nil {
 		why := "the auth check did not pass"
 		if cfg.Salesforce.AuthMode == "none" {
 			why = "salesforce.auth_mode is none"
 		}
 		return []Check{{"permissions", Skip, why}, {"entitlement", Skip, why}}
-	}
-	a, err := newSalesforceAuth(cfg.Salesforce)
-	if err != nil {
-		return []Check{{"permissions", Fail, err.Error()}, {"entitlement", Skip, "permissions failed"}}
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

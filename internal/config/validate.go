@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 )
 
 // loopback reports whether host is this machine (a local proxy or a test).
@@ -18,8 +20,6 @@ func loopback(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
-
-var soqlIdentifier = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
 var apiVersion = regexp.MustCompile(`^[0-9]{2,3}\.0$`)
 
@@ -119,7 +119,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		}
 		if u, err := url.Parse(sf.SalesforceLoginURL()); err != nil || u.Host == "" || (u.Scheme != "https" && !loopback(u.Hostname())) {
 			add("salesforce.login_url", "%q is not an https URL (plain http only to a loopback address)", sf.LoginURL)
-		} else if h := strings.ToLower(u.Hostname()); sf.AuthMode == "client_credentials" && (h == "login.salesforce.com" || h == "test.salesforce.com") {
+		} else if h := strings.ToLower(u.Hostname()); sf.AuthMode == "client_credentials" && salesforce.GenericLoginHost(h) {
 			add("salesforce.login_url", "client_credentials needs the org's My Domain URL, not %s: Salesforce does not support the flow on the generic login hosts", h)
 		}
 		if !apiVersion.MatchString(sf.APIVersion) {
@@ -133,13 +133,13 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	for i, o := range c.Sources.EventlogObjects.Objects {
 		path := fmt.Sprintf("sources.eventlog_objects.objects[%d]", i)
 		switch {
-		case !soqlIdentifier.MatchString(o.Name):
+		case !salesforce.ValidName(o.Name):
 			add(path+".name", "%q is not an object API name (letters, digits and _ only)", o.Name)
 		case names[o.Name]:
 			add(path+".name", "%s is listed twice", o.Name)
 		}
 		names[o.Name] = true
-		if !soqlIdentifier.MatchString(o.TimestampField) {
+		if !salesforce.ValidName(o.TimestampField) {
 			add(path+".timestamp_field", "%q is not a field API name (letters, digits and _ only)", o.TimestampField)
 		}
 		if o.PollInterval < 10*time.Second || o.Lookback <= 0 || o.Settle < 0 || o.MaxCatchupRecords < 0 {
@@ -151,7 +151,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	}
 	if elf := c.Sources.EventLogFile; len(elf.EventTypes) > 0 {
 		for _, t := range elf.EventTypes {
-			if t != "*" && !soqlIdentifier.MatchString(t) {
+			if t != "*" && !salesforce.ValidName(t) {
 				add("sources.eventlogfile.event_types", "%q is not an event type name (letters, digits and _) or \"*\"", t)
 			}
 		}

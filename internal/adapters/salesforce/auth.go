@@ -170,12 +170,18 @@ func RequireMyDomain(loginURL string) error {
 	if err != nil {
 		return fmt.Errorf("salesforce: login_url %q: %w", loginURL, err)
 	}
-	switch strings.ToLower(u.Hostname()) {
-	case "login.salesforce.com", "test.salesforce.com":
+	if GenericLoginHost(u.Hostname()) {
 		return fmt.Errorf("salesforce: client_credentials needs the org's My Domain URL as login_url "+
 			"(https://<name>.my.salesforce.com), not %s: Salesforce does not support this flow on the generic login hosts", u.Hostname())
 	}
 	return nil
+}
+
+// GenericLoginHost reports whether host is login.salesforce.com or
+// test.salesforce.com, which the client credentials flow does not support.
+func GenericLoginHost(host string) bool {
+	h := strings.ToLower(host)
+	return h == "login.salesforce.com" || h == "test.salesforce.com"
 }
 
 // ParsePrivateKey reads an RSA key in PKCS#1 or PKCS#8 PEM.

@@ -57,6 +57,10 @@ const maxCarriedIDs = 500
 
 var identifier = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
+// ValidName reports whether s can be an object, field or event type name
+// in a query: letters, digits and _ only.
+func ValidName(s string) bool { return identifier.MatchString(s) }
+
 // ErrThrottled is Salesforce's REQUEST_LIMIT_EXCEEDED.
 var ErrThrottled = errors.New("salesforce: REQUEST_LIMIT_EXCEEDED (the org's API limit); every object waits one poll interval")
 
