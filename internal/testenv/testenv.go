@@ -34,6 +34,18 @@ func Missing(t testing.TB, what string) {
 	t.Skip(msg)
 }
 
+// Long skips a long multi-process test under -short, except where every
+// test is required (CI): there -short must not hide it.
+func Long(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		if Required() {
+			t.Fatalf("%s is required in CI; run without -short", what)
+		}
+		t.Skip(what + " (-short)")
+	}
+}
+
 // RepoRoot returns the module root (the directory holding go.mod).
 func RepoRoot(t testing.TB) string {
 	t.Helper()

@@ -28,9 +28,7 @@ import (
 // schema (unknown fields are errors) without creating it. The namespaces
 // themselves are created for real.
 func TestManifestsApplyToARealAPIServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs kube-apiserver")
-	}
+	testenv.Long(t, "the dry run against kube-apiserver")
 	kube := testenv.StartKube(t)
 	t.Cleanup(kube.Stop)
 	rc := kube.REST(testenv.KubeAdminToken)

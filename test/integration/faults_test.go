@@ -45,9 +45,7 @@ func storeError(b backend, status int) string {
 // report leadership at any sample, and the partitioned leader's fence must
 // close before the standby's takeover write reaches the store.
 func TestStoreFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process fault injection")
-	}
+	testenv.Long(t, "multi-process fault injection")
 	logs := testenv.StartLogs(t)
 	for _, tc := range []struct {
 		name string

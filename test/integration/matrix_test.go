@@ -77,9 +77,7 @@ func matrix(parent testing.TB) []cellSpec {
 // sequence number is stored (no gap; duplicates are the at-least-once
 // re-pushes after a kill).
 func TestFailoverMatrix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process failover matrix")
-	}
+	testenv.Long(t, "the multi-process failover matrix")
 	logs := testenv.StartLogs(t)
 	n := envInt("HA_REPEATS", 5)
 	for _, cell := range matrix(t) {

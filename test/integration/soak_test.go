@@ -104,9 +104,7 @@ func (c soakCounts) String() string {
 // 2·renew_interval (plus sampleSlack), and the stream
 // in VictoriaLogs has no gap.
 func TestChaosSoak(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos soak")
-	}
+	testenv.Long(t, "the chaos soak")
 	dur := soakDuration(t)
 	srv := testenv.StartS3(t)
 	logs := testenv.StartLogs(t)
