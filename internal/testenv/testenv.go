@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -85,4 +86,25 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// CodeBlocks returns the bodies of the ```lang fenced blocks in the
+// repository file rel (a Markdown document).
+func CodeBlocks(t testing.TB, rel, lang string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(RepoRoot(t), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	rest := string(data)
+	for {
+		_, after, ok := strings.Cut(rest, "```"+lang+"\n")
+		if !ok {
+			return blocks
+		}
+		block, tail, _ := strings.Cut(after, "```")
+		blocks = append(blocks, block)
+		rest = tail
+	}
 }

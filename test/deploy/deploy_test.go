@@ -325,23 +325,11 @@ func TestHelmChart(t *testing.T) {
 // TestReadmeConfigsPassCheck: every ```yaml block in the README is a valid
 // configuration.
 func TestReadmeConfigsPassCheck(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	rest := string(data)
-	for {
-		_, after, ok := strings.Cut(rest, "```yaml\n")
-		if !ok {
-			break
-		}
-		block, tail, _ := strings.Cut(after, "```")
+	blocks := testenv.CodeBlocks(t, "README.md", "yaml")
+	for _, block := range blocks {
 		check(t, "README.md yaml block", block, nil)
-		n++
-		rest = tail
 	}
-	if n == 0 {
+	if len(blocks) == 0 {
 		t.Fatal("the README has no yaml block")
 	}
 }

@@ -66,26 +66,6 @@ func TestCheckCommand(t *testing.T) {
 	}
 }
 
-// shBlocks returns the ```sh blocks of a Markdown file.
-func shBlocks(t *testing.T, rel string) []string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var blocks []string
-	rest := string(data)
-	for {
-		_, after, ok := strings.Cut(rest, "```sh\n")
-		if !ok {
-			return blocks
-		}
-		block, tail, _ := strings.Cut(after, "```")
-		blocks = append(blocks, block)
-		rest = tail
-	}
-}
-
 // commands returns a block's command lines: comments and heredoc bodies
 // dropped.
 func commands(block string) []string {
@@ -121,7 +101,7 @@ func TestReadmeCommandsAreExercised(t *testing.T) {
 		byTest[c] = "TestReadmeHAPair"
 	}
 	n := 0
-	for _, block := range shBlocks(t, "README.md") {
+	for _, block := range testenv.CodeBlocks(t, "README.md", "sh") {
 		for _, c := range commands(block) {
 			n++
 			if _, ok := byTest[c]; ok || strings.Contains(string(ci), "\n"+c+"\n") {
@@ -138,7 +118,7 @@ func TestReadmeCommandsAreExercised(t *testing.T) {
 // haPairBlock is the README block that starts the local HA pair.
 func haPairBlock(t *testing.T) string {
 	t.Helper()
-	for _, b := range shBlocks(t, "README.md") {
+	for _, b := range testenv.CodeBlocks(t, "README.md", "sh") {
 		if strings.Contains(b, "<<'YAML'") {
 			return b
 		}
