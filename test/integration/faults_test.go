@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,18 +12,16 @@ import (
 	"github.com/sf2loki/sf2loki/internal/testenv/faultproxy"
 )
 
-// touches reports whether r reads or writes object: an S3 path-style
-// request, a GCS upload (name parameter) or a GCS object request.
-func touches(r *http.Request, object string) bool {
-	return strings.HasSuffix(r.URL.Path, "/"+object) || r.URL.Query().Get("name") == object ||
-		strings.HasSuffix(r.URL.EscapedPath(), "/o/"+url.PathEscape(object))
+// isConditionalWrite reports whether r is a write carrying a precondition
+// to object: an S3 path-style PUT or a GCS upload (name parameter).
+func isConditionalWrite(r faultproxy.Request, object string) bool {
+	return (r.Method == http.MethodPut || r.Method == http.MethodPost) && r.Conditional() &&
+		(strings.HasSuffix(r.Path, "/"+object) || r.Query.Get("name") == object)
 }
 
-// conditionalWrite matches a write carrying a precondition to object.
+// conditionalWrite is isConditionalWrite as a fault rule's match.
 func conditionalWrite(object string) func(*http.Request) bool {
-	return func(r *http.Request) bool {
-		return (r.Method == http.MethodPut || r.Method == http.MethodPost) && faultproxy.FromHTTP(r).Conditional() && touches(r, object)
-	}
+	return func(r *http.Request) bool { return isConditionalWrite(faultproxy.FromHTTP(r), object) }
 }
 
 // storeError is the backend's own error body for status.
@@ -222,8 +219,7 @@ func storeFaults(t *testing.T, b backend, logs *testenv.LogsServer) {
 		// since the partition began, as it reached the store.
 		var takeover time.Time
 		for _, r := range stores[standby.name].Requests() {
-			if r.Received.After(began) && r.Upstream == http.StatusOK && (r.Method == http.MethodPut || r.Method == http.MethodPost) &&
-				r.Conditional() && (strings.HasSuffix(r.Path, "/"+b.lease) || r.Query.Get("name") == b.lease) {
+			if r.Received.After(began) && r.Upstream == http.StatusOK && isConditionalWrite(r, b.lease) {
 				takeover = r.Received
 				break
 			}
