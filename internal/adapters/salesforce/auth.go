@@ -57,8 +57,14 @@ type Config struct {
 	// TokenTTL is how long a minted token is trusted (the org's session
 	// timeout); the cache renews 60s before it ends. Default 2h.
 	TokenTTL time.Duration
-	// HTTPClient defaults to one with a 30s timeout.
+	// HTTPClient defaults to one without an overall timeout: a LogFile
+	// download may take as long as the pipeline needs to take its rows.
 	HTTPClient *http.Client
+	// IdleTimeout fails a request whose server sends nothing for this long:
+	// before the response headers, or while the caller waits in a read of
+	// the body. Time the caller spends between reads does not count.
+	// Default 30s.
+	IdleTimeout time.Duration
 	// Clock defaults to the real clock.
 	Clock ports.Clock
 	// MintAttempts bounds token requests per mint on transport errors and
@@ -149,7 +155,10 @@ func New(cfg Config) (*Auth, error) {
 		a.cfg.TokenTTL = 2 * time.Hour
 	}
 	if a.cfg.HTTPClient == nil {
-		a.cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		a.cfg.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	if a.cfg.IdleTimeout <= 0 {
+		a.cfg.IdleTimeout = 30 * time.Second
 	}
 	if a.clock == nil {
 		a.clock = clock.New()
@@ -342,7 +351,7 @@ func (a *Auth) mintOnce(ctx context.Context) (*Token, error) {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	resp, err := a.cfg.HTTPClient.Do(req)
+	resp, err := a.send(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -402,9 +411,8 @@ func (a *Auth) Do(ctx context.Context, build func(tok *Token) (*http.Request, er
 		if err != nil {
 			return nil, err
 		}
-		req = req.WithContext(ctx)
 		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-		resp, err := a.cfg.HTTPClient.Do(req)
+		resp, err := a.send(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -418,6 +426,64 @@ func (a *Auth) Do(ctx context.Context, build func(tok *Token) (*http.Request, er
 		_ = resp.Body.Close()
 		a.Invalidate(tok)
 	}
+}
+
+// ErrStalled is a request whose server sent nothing for the idle timeout.
+var ErrStalled = errors.New("salesforce: the server sent nothing within the idle timeout; the request is abandoned and retried")
+
+// send runs req under ctx with the idle watchdog (Config.IdleTimeout); the
+// watchdog stays on the response body until it is closed.
+func (a *Auth) send(ctx context.Context, req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	b := &idleBody{ctx: ctx, cancel: cancel, idle: a.cfg.IdleTimeout}
+	b.timer = time.AfterFunc(b.idle, b.fire)
+	resp, err := a.cfg.HTTPClient.Do(req.WithContext(ctx))
+	b.timer.Stop()
+	if err != nil {
+		err = b.explain(err)
+		cancel(nil)
+		return nil, err
+	}
+	b.rc = resp.Body
+	resp.Body = b
+	return resp, nil
+}
+
+// idleBody cancels its request when a Read waits longer than idle.
+type idleBody struct {
+	rc     io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	idle   time.Duration
+}
+
+func (b *idleBody) fire() {
+	b.cancel(fmt.Errorf("%w (%s)", ErrStalled, b.idle))
+}
+
+// explain names the watchdog as the cause of an error it provoked.
+func (b *idleBody) explain(err error) error {
+	if cause := context.Cause(b.ctx); errors.Is(cause, ErrStalled) {
+		return cause
+	}
+	return err
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.idle)
+	n, err := b.rc.Read(p)
+	b.timer.Stop()
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = b.explain(err)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	b.cancel(nil)
+	return b.rc.Close()
 }
 
 // OrgID returns the configured org id, or asks /services/oauth2/userinfo

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -379,5 +380,83 @@ func TestLoadSecret(t *testing.T) {
 	}
 	if s, _ := salesforce.LoadSecret("client_secret", "inline", write("ignored", "file")); s != "inline" {
 		t.Fatalf("the value must win over the file: %q", s)
+	}
+}
+
+func TestIdleTimeoutCountsOnlyTheServersSilence(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	// The server sends half the body, then nothing for 10 idle timeouts
+	// (or until the client gives up), then the rest.
+	var pause atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/services/oauth2/token" {
+			_, _ = fmt.Fprintf(w, `{"access_token":"tok","instance_url":"http://%s"}`, r.Host)
+			return
+		}
+		if r.URL.Path == "/headers" {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * idle):
+			}
+		}
+		_, _ = fmt.Fprint(w, "first half,")
+		w.(http.Flusher).Flush()
+		if pause.Load() {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * idle):
+			}
+		}
+		_, _ = fmt.Fprint(w, "second half")
+	}))
+	defer srv.Close()
+	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x", IdleTimeout: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (*http.Response, error) {
+		return a.Do(t.Context(), func(tok *salesforce.Token) (*http.Request, error) {
+			return http.NewRequest(http.MethodGet, tok.InstanceURL+path, nil)
+		})
+	}
+	// A reader that takes its time between reads is not the server's
+	// silence: the body arrives whole.
+	resp, err := get("/body")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	buf := make([]byte, 4)
+	for {
+		n, err := resp.Body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			break
+		}
+		time.Sleep(idle / 2) // 6 reads: 3 idle timeouts spent outside Read
+	}
+	_ = resp.Body.Close()
+	if string(got) != "first half,second half" {
+		t.Fatalf("a slow reader got %q", got)
+	}
+	// A server that stops mid-body fails the read, transiently, naming why.
+	pause.Store(true)
+	resp, err = get("/body")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if !errors.Is(err, salesforce.ErrStalled) {
+		t.Fatalf("a stalled body: %v, want ErrStalled", err)
+	}
+	// A server that sends no headers fails the request.
+	resp, err = get("/headers")
+	if err == nil {
+		_ = resp.Body.Close()
+	}
+	if !errors.Is(err, salesforce.ErrStalled) || !ports.IsTransient(err) {
+		t.Fatalf("no headers: %v, want a transient ErrStalled", err)
 	}
 }

@@ -19,9 +19,15 @@ import (
 
 func elfSource(t *testing.T, org *fakesf.ELFOrg, spec salesforce.ELFSpec, now time.Time) *salesforce.ELFSource {
 	t.Helper()
+	return elfSourceIdle(t, org, spec, now, 0)
+}
+
+// elfSourceIdle is elfSource with the requests' idle timeout.
+func elfSourceIdle(t *testing.T, org *fakesf.ELFOrg, spec salesforce.ELFSpec, now time.Time, idle time.Duration) *salesforce.ELFSource {
+	t.Helper()
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x", IdleTimeout: idle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +102,8 @@ func requestIDs(es []ports.Entry) []string {
 
 func TestELFStreamsFilesWithThePreFileCheckpointUntilTheLastRow(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	org := &fakesf.ELFOrg{}
+	// Listings come one record per answer behind nextRecordsUrl.
+	org := &fakesf.ELFOrg{Batch: 1}
 	org.Add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 3))
 	org.Add("0AT2", "API", now.Add(-2*time.Hour), csvBody("b", 2))
 	org.Add("0AT3", "Login", now.Add(-2*time.Hour), csvBody("c", 1))
@@ -114,6 +121,9 @@ func TestELFStreamsFilesWithThePreFileCheckpointUntilTheLastRow(t *testing.T) {
 	}
 	if len(api) != 6 || !api[5].CheckpointOnly {
 		t.Fatalf("the row-less file must still move the watermark with a checkpoint-only entry: %+v", api)
+	}
+	if org.Follows() < 3 {
+		t.Fatalf("%d nextRecordsUrl pages read: the discovery (2 types) and the API listing (3 files) each need more than one", org.Follows())
 	}
 	// Rows 0 and 1 of the first file carry the lookback checkpoint, row 2 the
 	// one that includes 0AT1; the second file's first row carries that too.
@@ -161,6 +171,26 @@ func TestELFFailureMidFileReplaysTheFileAndStopsTheType(t *testing.T) {
 		if strings.Contains(e.Checkpoint.Value, "0AT1") {
 			t.Fatalf("a row before the last of 0AT1 carries the advanced checkpoint: %s", e.Line)
 		}
+	}
+}
+
+func TestELFStalledOrUnavailableDownloadIsRetriedAndTheFileReplayed(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	// The listing answers 503 once; then 0AT1's body stops halfway and the
+	// server sends nothing more.
+	org := &fakesf.ELFOrg{Unavailable: 1, Stall: map[string]int{"0AT1": 1}}
+	org.Add("0AT1", "API", now.Add(-3*time.Hour), csvBody("a", 200))
+	org.Add("0AT2", "API", now.Add(-2*time.Hour), csvBody("b", 2))
+	s := elfSourceIdle(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}}, now, 500*time.Millisecond)
+	got := runELF(t, s, nil, func(es []ports.Entry) bool {
+		return len(es) > 0 && strings.Contains(es[len(es)-1].Checkpoint.Value, "0AT2")
+	})
+	if d := org.DownloadsSoFar(); !slices.Equal(d, []string{"0AT1", "0AT1", "0AT2"}) {
+		t.Fatalf("downloads %v: want the stalled file abandoned and read again before 0AT2", d)
+	}
+	ids := requestIDs(got)
+	if n := slices.Index(ids, "a-199"); n < 0 || len(ids)-n != 3 || n < 200 {
+		t.Fatalf("%d rows, a-199 at %d: want part of 0AT1, all of 0AT1 again, then 0AT2", len(ids), n)
 	}
 }
 

@@ -273,6 +273,10 @@ func Query(ctx context.Context, auth *Auth, apiVersion, soql string) ([]map[stri
 		if strings.Contains(string(body), "REQUEST_LIMIT_EXCEEDED") {
 			return nil, ErrThrottled
 		}
+		if resp.StatusCode >= 500 {
+			return nil, ports.TransientAfter("query", ports.ParseRetryAfter(resp.Header.Get("Retry-After")),
+				fmt.Errorf("salesforce: query answered %d (the org is unavailable; the query is retried): %s", resp.StatusCode, snippet(body)))
+		}
 		if resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("salesforce: query answered %d: %s", resp.StatusCode, snippet(body))
 		}

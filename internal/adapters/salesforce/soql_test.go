@@ -90,7 +90,8 @@ func runFor(t *testing.T, s *salesforce.SOQLSource, resume map[string]string, c 
 }
 
 func TestSOQLDrainsInOrderAcrossPagesAndTies(t *testing.T) {
-	org := &fakesf.Org{}
+	// Answers come in batches of 90 behind nextRecordsUrl.
+	org := &fakesf.Org{Batch: 90}
 	base := time.Date(2026, 11, 28, 11, 30, 0, 0, time.UTC)
 	// 450 rows: 250 of them share one timestamp (ties across a page edge).
 	for i := range 450 {
@@ -117,6 +118,39 @@ func TestSOQLDrainsInOrderAcrossPagesAndTies(t *testing.T) {
 	// 3 pages: a full one, a full one after the compound cursor, the rest.
 	if len(org.Queries) != 3 || !strings.Contains(org.Queries[1], "AND Id > '0AT00199'") {
 		t.Fatalf("queries %q", org.Queries)
+	}
+	// 200 rows come as 90 + 90 + 20: two locators for each full query.
+	if org.Follows() != 4 {
+		t.Fatalf("%d nextRecordsUrl pages read, want 4", org.Follows())
+	}
+}
+
+func TestQueryFollowsNextRecordsURLAndReportsA5xxAsTransient(t *testing.T) {
+	org := &fakesf.Org{Batch: 7, Unavailable: 1}
+	base := time.Date(2026, 11, 28, 11, 30, 0, 0, time.UTC)
+	for i := range 20 {
+		org.Add(fmt.Sprintf("0AT%02d", i), base.Add(time.Duration(i)*time.Second))
+	}
+	srv := httptest.NewServer(org)
+	defer srv.Close()
+	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := "SELECT FIELDS(ALL) FROM LoginEvent WHERE EventDate >= 2026-11-28T00:00:00.000Z ORDER BY EventDate ASC, Id ASC LIMIT 200"
+	if _, err := salesforce.Query(t.Context(), a, "60.0", q); !ports.IsTransient(err) || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("a 503: %v, want a transient error naming the status", err)
+	}
+	rows, err := salesforce.Query(t.Context(), a, "60.0", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, r["Id"].(string))
+	}
+	if len(ids) != 20 || !slices.IsSorted(ids) || org.Follows() != 2 {
+		t.Fatalf("%d rows %v after %d locator pages: want all 20 in order over 7 + 7 + 6", len(ids), ids, org.Follows())
 	}
 }
 
@@ -157,7 +191,7 @@ func TestSOQLResumesAfterTheCheckpointAndSettlesLateRows(t *testing.T) {
 }
 
 func TestSOQLCheckpointFormsAndFailures(t *testing.T) {
-	org := &fakesf.Org{Throttle: 1, Garbage: 1, Revoke: 1}
+	org := &fakesf.Org{Throttle: 1, Unavailable: 2, Garbage: 1, Revoke: 1}
 	base := time.Date(2026, 11, 28, 11, 30, 0, 0, time.UTC)
 	org.Add("OLD", base.Add(-2*time.Hour)) // before the lookback window
 	org.Add("A", base)
@@ -170,7 +204,7 @@ func TestSOQLCheckpointFormsAndFailures(t *testing.T) {
 	// A garbage checkpoint falls back to the lookback window (1h before now).
 	runFor(t, s, map[string]string{"eventlog_objects:LoginEvent": "{not json"}, c, 2)
 	if got := c.ids(); !slices.Equal(got, []string{"A", "B"}) || throttled != 1 {
-		t.Fatalf("got %v with %d throttles: want A and B after one throttle, a non-JSON 200 and a 401", got, throttled)
+		t.Fatalf("got %v with %d throttles: want A and B after one throttle, two 503s, a non-JSON 200 and a 401", got, throttled)
 	}
 	// A bare timestamp from an older document resumes at it: it carries no
 	// Ids, so the rows at that instant are read again (at-least-once), the

@@ -1,7 +1,6 @@
 package fakesf
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,8 +19,25 @@ type ELFOrg struct {
 	bodies map[string]string
 	// Truncate makes the next downloads of an Id end mid-body.
 	Truncate map[string]int
+	// Stall makes the next downloads of an Id send half the body and then
+	// nothing more until the client goes away.
+	Stall map[string]int
+	// Unavailable makes the next requests (queries and downloads) answer
+	// 503.
+	Unavailable int
+	// Batch is the most listing records one answer holds; the rest follow
+	// behind nextRecordsUrl. 0 answers everything at once.
+	Batch int
 	// Downloads lists the files downloaded, in order.
 	Downloads []string
+	pages     pager
+}
+
+// Follows returns how many nextRecordsUrl pages were answered.
+func (o *ELFOrg) Follows() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.pages.follows
 }
 
 var (
@@ -52,10 +68,24 @@ func (o *ELFOrg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/services/oauth2/token":
 		_, _ = fmt.Fprintf(w, `{"access_token":"tok","instance_url":"http://%s"}`, r.Host)
+	case o.Unavailable > 0:
+		o.Unavailable--
+		unavailable(w)
+	case o.pages.follow(w, r, "60.0", o.Batch):
 	case strings.HasSuffix(r.URL.Path, "/LogFile"):
 		id := strings.Split(r.URL.Path, "/")[6]
 		o.Downloads = append(o.Downloads, id)
 		body := o.bodies[id]
+		if o.Stall[id] > 0 {
+			o.Stall[id]--
+			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+			_, _ = io.WriteString(w, body[:len(body)/2])
+			w.(http.Flusher).Flush()
+			o.mu.Unlock()
+			<-r.Context().Done()
+			o.mu.Lock()
+			return
+		}
 		if o.Truncate[id] > 0 {
 			o.Truncate[id]--
 			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
@@ -86,7 +116,7 @@ func (o *ELFOrg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"done": true, "records": out})
+		o.pages.answer(w, "60.0", out, o.Batch)
 	default:
 		http.NotFound(w, r)
 	}

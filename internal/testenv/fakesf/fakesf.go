@@ -7,7 +7,6 @@
 package fakesf
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -20,17 +19,39 @@ import (
 
 // Org answers the ascending FIELDS(ALL) queries SOQLSource sends, with
 // SOQL's semantics for the two cursor forms, over records it holds sorted
-// by (EventDate, Id). It can answer REQUEST_LIMIT_EXCEEDED, a non-JSON 200
-// or a 401 once, and pages with nextRecordsUrl when asked.
+// by (EventDate, Id). It can answer REQUEST_LIMIT_EXCEEDED, a 503, a
+// non-JSON 200 or a 401, and pages answers with nextRecordsUrl.
 type Org struct {
 	mu   sync.Mutex
 	rows []map[string]any
 	// Queries are the SOQL queries answered, in order.
 	Queries []string
-	// Throttle, Garbage and Revoke make the next requests answer
-	// REQUEST_LIMIT_EXCEEDED, a non-JSON 200, or (to token t1) a 401.
-	Throttle, Garbage, Revoke int
-	mints                     int
+	// Throttle, Unavailable, Garbage and Revoke make the next requests
+	// answer REQUEST_LIMIT_EXCEEDED, a 503, a non-JSON 200, or (to token
+	// t1) a 401.
+	Throttle, Unavailable, Garbage, Revoke int
+	// Batch is the most records one answer holds; the rest follow behind
+	// nextRecordsUrl. 0 answers everything at once.
+	Batch int
+	// Delay holds every query answer this long (set it with SetDelay once
+	// the org serves).
+	Delay time.Duration
+	pages pager
+	mints int
+}
+
+// SetDelay changes Delay while the org serves.
+func (o *Org) SetDelay(d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.Delay = d
+}
+
+// Follows returns how many nextRecordsUrl pages were answered.
+func (o *Org) Follows() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.pages.follows
 }
 
 var (
@@ -56,6 +77,11 @@ func (o *Org) Add(id string, ts time.Time) {
 // ServeHTTP answers the token, and the query endpoint.
 func (o *Org) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
+	if d := o.Delay; d > 0 && r.URL.Path != "/services/oauth2/token" {
+		o.mu.Unlock()
+		time.Sleep(d)
+		o.mu.Lock()
+	}
 	defer o.mu.Unlock()
 	switch {
 	case r.URL.Path == "/services/oauth2/token":
@@ -71,6 +97,12 @@ func (o *Org) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o.Throttle--
 		w.WriteHeader(http.StatusForbidden)
 		_, _ = fmt.Fprint(w, `[{"message":"TotalRequests Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]`)
+		return
+	case o.Unavailable > 0:
+		o.Unavailable--
+		unavailable(w)
+		return
+	case o.pages.follow(w, r, "60.0", o.Batch):
 		return
 	case o.Garbage > 0:
 		o.Garbage--
@@ -105,7 +137,7 @@ func (o *Org) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			out = append(out, row)
 		}
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"totalSize": len(out), "done": true, "records": out})
+	o.pages.answer(w, "60.0", out, o.Batch)
 }
 
 // Snapshot returns the queries answered so far.
