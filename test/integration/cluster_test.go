@@ -27,13 +27,15 @@ type backend struct {
 	// lease and state name the two objects, for matching requests; bucket
 	// holds them.
 	lease, state, bucket string
+	// dir is the file backend's directory (lease.json, state.json).
+	dir string
 }
 
 func noEnv(string) []string { return nil }
 
 func fileBackend(t testing.TB, ttl, renew time.Duration) backend {
 	dir := t.TempDir()
-	return backend{name: "file_lease+file", ttl: ttl, renew: renew, env: noEnv,
+	return backend{name: "file_lease+file", ttl: ttl, renew: renew, env: noEnv, dir: dir,
 		config: func(holder, _ string) string {
 			return fmt.Sprintf(`coordinate:
   type: file_lease

@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -71,33 +75,14 @@ sink: {loki: {url: %s, labels: {job: soql}}}
 func TestEventLogFileSourceEndToEnd(t *testing.T) {
 	logs := testenv.StartLogs(t)
 	org := &fakesf.ELFOrg{}
-	body := func(prefix string, n int) string {
-		var b strings.Builder
-		b.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,REQUEST_ID,QUERY\n")
-		for i := range n {
-			fmt.Fprintf(&b, "API,%s,%s-%d,\"SELECT Id\nFROM Account\"\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), prefix, i)
-		}
-		return b.String()
-	}
+	body := elfBody
 	now := time.Now().UTC()
 	org.Add("0AT1", "API", now.Add(-3*time.Hour), body("a", 500))
 	org.Add("0AT2", "API", now.Add(-2*time.Hour), body("b", 3))
 	srv := httptest.NewServer(org)
 	defer srv.Close()
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`state: {file: {path: %s/state.json}}
-salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret}
-sources: {eventlogfile: {event_types: [API], poll_interval: 1m, settle_window: 0s}}
-sink: {loki: {url: %s, labels: {job: elf}}}
-`, dir, srv.URL, logs.PushURL)
-	stored := func(n int) map[string]int {
-		return waitStored(t, logs, `{source="eventlogfile",event_type="API",job="elf"}`, n, func(row map[string]any) string {
-			if row["QUERY"] != "SELECT Id\nFROM Account" {
-				t.Fatalf("row %v: the quoted newline was not kept", row)
-			}
-			return fmt.Sprint(row["REQUEST_ID"])
-		})
-	}
+	cfg, _ := elfConfig(t, srv.URL, logs.PushURL, "elf")
+	stored := func(n int) map[string]int { return storedELF(t, logs, "elf", n) }
 	d := start(t, "elf", cfg)
 	if ids := stored(503); len(ids) != 503 {
 		t.Fatalf("%d distinct rows stored, want 503", len(ids))
@@ -117,6 +102,201 @@ sink: {loki: {url: %s, labels: {job: elf}}}
 	if len(ids) != 505 || !slices.Equal(org.DownloadsSoFar(), []string{"0AT1", "0AT2", "0AT3"}) {
 		t.Fatalf("%d rows, downloads %v: want 505 rows and each file downloaded once", len(ids), org.DownloadsSoFar())
 	}
+}
+
+func elfBody(prefix string, n int) string {
+	var b strings.Builder
+	b.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,REQUEST_ID,QUERY\n")
+	for i := range n {
+		fmt.Fprintf(&b, "API,%s,%s-%d,\"SELECT Id\nFROM Account\"\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), prefix, i)
+	}
+	return b.String()
+}
+
+// elfConfig is a daemon reading the API EventLogFiles of the org at
+// loginURL, pushing with label job; it returns the config and the state
+// file's directory.
+func elfConfig(t *testing.T, loginURL, pushURL, job string) (cfg, dir string) {
+	dir = t.TempDir()
+	return fmt.Sprintf(`state: {file: {path: %s/state.json}}
+salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret}
+sources: {eventlogfile: {event_types: [API], poll_interval: 1m, settle_window: 0s}}
+sink: {loki: {url: %s, labels: {job: %s}}}
+`, dir, loginURL, pushURL, job), dir
+}
+
+// storedELF waits for n distinct API rows labelled job and counts each
+// REQUEST_ID, checking the quoted newline survived.
+func storedELF(t *testing.T, logs *testenv.LogsServer, job string, n int) map[string]int {
+	t.Helper()
+	return waitStored(t, logs, fmt.Sprintf(`{source="eventlogfile",event_type="API",job=%q}`, job), n, func(row map[string]any) string {
+		if row["QUERY"] != "SELECT Id\nFROM Account" {
+			t.Fatalf("row %v: the quoted newline was not kept", row)
+		}
+		return fmt.Sprint(row["REQUEST_ID"])
+	})
+}
+
+// checkpoints runs `sf2loki state show --json` on the file state in dir.
+func checkpoints(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.yaml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, "state: {file: {path: %s/state.json}}\n", dir), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "state", "show", "--json", "--config", path)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SF2LOKI_") })
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("state show: %v: %s", err, out)
+	}
+	var doc map[string]string
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("state show: %v: %s", err, out)
+	}
+	return doc
+}
+
+// TestEventLogFileCrashMidFileReplaysTheFile kills the daemon (SIGKILL)
+// while it streams a file whose download stalled halfway: its rows carried
+// the checkpoint from before the file, so the restarted daemon reads the
+// whole file again. Every row arrives; the first half arrives twice.
+func TestEventLogFileCrashMidFileReplaysTheFile(t *testing.T) {
+	logs := testenv.StartLogs(t)
+	org := &fakesf.ELFOrg{Stall: map[string]int{"0AT1": 1}}
+	org.Add("0AT1", "API", time.Now().Add(-2*time.Hour), elfBody("m", 4000))
+	srv := httptest.NewServer(org)
+	defer srv.Close()
+	cfg, dir := elfConfig(t, srv.URL, logs.PushURL, "elfmid")
+	d := start(t, "elfmid", cfg)
+	before := storedELF(t, logs, "elfmid", 1)
+	if len(before) == 0 || len(before) >= 4000 {
+		t.Fatalf("%d rows stored before the crash, want part of the file", len(before))
+	}
+	d.signal(t, syscall.SIGKILL)
+	<-d.done
+	if cp, ok := checkpoints(t, dir)["eventlogfile:API"]; ok && strings.Contains(cp, "0AT1") {
+		t.Fatalf("a checkpoint past the half-read file was committed: %s", cp)
+	}
+
+	d2 := start(t, "elfmid2", cfg)
+	ids := storedELF(t, logs, "elfmid", 4000)
+	twice := 0
+	for id, n := range ids {
+		if n > 1 {
+			twice++
+		}
+		if n > 2 {
+			t.Errorf("%s stored %d times", id, n)
+		}
+	}
+	if len(ids) != 4000 || twice == 0 || !slices.Equal(org.DownloadsSoFar(), []string{"0AT1", "0AT1"}) {
+		t.Fatalf("%d of 4000 rows, %d stored twice, downloads %v: want every row, the replayed part twice, and two downloads",
+			len(ids), twice, org.DownloadsSoFar())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(checkpoints(t, dir)["eventlogfile:API"], "0AT1") {
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint never moved past the replayed file")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	d2.signal(t, syscall.SIGTERM)
+	d2.waitExit(t, 30*time.Second)
+	t.Logf("%d rows stored before the crash; after the restart all 4000, %d of them twice", len(before), twice)
+}
+
+// TestSOQLSourceResumesAfterALeadershipChange runs two replicas on a file
+// lease with the SOQL source. The leader is killed mid-drain; the standby
+// takes over, starts from the checkpoint the old leader committed (not the
+// lookback window) and every row arrives. Only rows at or after that
+// checkpoint may arrive twice.
+func TestSOQLSourceResumesAfterALeadershipChange(t *testing.T) {
+	testenv.Long(t, "a leadership change with the SOQL source")
+	logs := testenv.StartLogs(t)
+	// Each query answer takes 300ms: 3000 rows drain over 15 queries.
+	org := &fakesf.Org{Delay: 300 * time.Millisecond}
+	base := time.Now().Add(-40 * time.Minute).UTC().Truncate(time.Second)
+	for i := range 3000 {
+		org.Add(fmt.Sprintf("0LE%05d", i), base.Add(time.Duration(i)*500*time.Millisecond))
+	}
+	srv := httptest.NewServer(org)
+	defer srv.Close()
+	be := fileBackend(t, 2*time.Second, 500*time.Millisecond)
+	c := newCluster(t, be, func(string) string {
+		return fmt.Sprintf(`salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret}
+sources: {eventlog_objects: {objects: [{name: LoginEvent, poll_interval: 10s}]}}
+sink: {loki: {url: %s, labels: {job: soqlha}}}
+`, srv.URL, logs.PushURL)
+	})
+	times := map[string]string{}
+	stored := func(n int) map[string]int {
+		return waitStored(t, logs, `{source="eventlog_objects",event_type="LoginEvent",job="soqlha"}`, n, func(rec map[string]any) string {
+			id := fmt.Sprint(rec["Id"])
+			times[id] = fmt.Sprint(rec["EventDate"])
+			return id
+		})
+	}
+	r1 := c.start()
+	r1.waitReady(t, 200, "leader", be.ttl+slack)
+	r2 := c.start()
+	r2.waitReady(t, 503, "standby", slack)
+
+	// Mid-drain: rows are stored and a checkpoint is committed.
+	var cp string
+	var before int
+	deadline := time.Now().Add(30 * time.Second)
+	for before = len(stored(400)); cp == "" || before < 400; before = len(stored(400)) {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint and 400 rows within 30s")
+		}
+		cp = checkpoints(t, be.dir)["eventlog_objects:LoginEvent"]
+	}
+	r1.signal(t, syscall.SIGKILL)
+	<-r1.done
+	cp = checkpoints(t, be.dir)["eventlog_objects:LoginEvent"]
+	var committed struct {
+		LastTS string `json:"last_ts"`
+	}
+	if err := json.Unmarshal([]byte(cp), &committed); err != nil {
+		t.Fatalf("checkpoint %q: %v", cp, err)
+	}
+	last, err := time.Parse("2006-01-02T15:04:05.000-0700", committed.LastTS)
+	if err != nil || !last.Before(base.Add(2999*500*time.Millisecond)) {
+		t.Fatalf("checkpoint %s (%v): the leader had already drained every row; the test needs it killed mid-drain", cp, err)
+	}
+
+	r2.waitReady(t, 200, "leader", be.ttl+slack)
+	ids := stored(3000)
+	if len(ids) != 3000 {
+		t.Fatalf("%d of 3000 rows stored after the leadership change", len(ids))
+	}
+	twice := 0
+	for id, n := range ids {
+		ts, _ := time.Parse("2006-01-02T15:04:05.000-0700", times[id])
+		switch {
+		case n > 2:
+			t.Errorf("%s stored %d times", id, n)
+		case n == 2 && ts.Before(last):
+			t.Errorf("%s (%s) stored twice: it is before the committed checkpoint %s", id, times[id], committed.LastTS)
+		case n == 2:
+			twice++
+		}
+	}
+	// A cycle's first query reads from its cursor: r1's from the lookback
+	// window, r2's from the committed checkpoint.
+	var firsts []string
+	for _, q := range org.Snapshot() {
+		if m := regexp.MustCompile(`WHERE EventDate >= (\S+) ORDER`).FindStringSubmatch(q); m != nil {
+			firsts = append(firsts, m[1])
+		}
+	}
+	if want := last.UTC().Format("2006-01-02T15:04:05.000Z"); len(firsts) < 2 || firsts[1] != want {
+		t.Fatalf("cycle-opening queries from %v, want the lookback window, then %s", firsts, want)
+	}
+	c.unexpectedExits(t)
+	t.Logf("leader killed with %d rows stored and %s committed; the new leader read from it: 3000 rows, %d after the checkpoint stored twice",
+		before, committed.LastTS, twice)
 }
 
 // waitStored reads the JSON lines of stream back from VictoriaLogs until n
