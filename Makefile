@@ -54,7 +54,7 @@ generate: ## Regenerate wire_gen.go, the example configuration and the configura
 	$(GO) run ./cmd/sf2loki config reference > docs/config-reference.md
 
 .PHONY: bench
-bench: ## Micro-benchmarks (the HA benchmark is `make bench-ha`)
+bench: ## Micro-benchmarks (the daemon benchmarks are `make bench-ha` and `make bench-elf`)
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /test/integration)
 
 HA_REPEATS ?= 10
@@ -62,6 +62,10 @@ HA_REPEATS ?= 10
 .PHONY: bench-ha
 bench-ha: test-tools ## The HA benchmark table: commit throughput, request cost, footprint, failover matrix
 	HA_REPEATS=$(HA_REPEATS) $(GO) test -count=1 -timeout 2h -run '^$$' -bench '^BenchmarkHA$$' -benchtime 1x ./test/integration/
+
+.PHONY: bench-elf
+bench-elf: test-tools ## The daemon on a 50 MB and a 150 MB EventLogFile into VictoriaLogs: rows/s and peak RSS
+	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkEventLogFileDaemon$$' -benchtime 1x ./test/integration/
 
 SOAK ?= 10m
 

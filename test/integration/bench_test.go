@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -187,7 +186,7 @@ func benchDaemon(b *testing.B, w *strings.Builder) {
 		starts = append(starts, time.Since(d.started))
 		if i == 0 {
 			time.Sleep(10 * time.Second)
-			rss = append(rss, vmRSS(b, d.cmd.Process.Pid))
+			rss = append(rss, procStatusKiB(b, d.cmd.Process.Pid, "VmRSS"))
 		}
 		d.signal(b, syscall.SIGTERM)
 		d.waitExit(b, 30*time.Second)
@@ -210,22 +209,6 @@ func healthz(d *daemon) (int, error) {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode, nil
-}
-
-// vmRSS reads a process's resident set in KiB.
-func vmRSS(b *testing.B, pid int) int {
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.Atoi(strings.Fields(v)[0])
-			return kb
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
 }
 
 // benchFailover runs the failover matrix with HA_REPEATS (default 10)

@@ -219,19 +219,14 @@ func TestELFSettleWindowAndGarbageCheckpoint(t *testing.T) {
 // copy of the body, at its peak (sampled after a collection every 50,000
 // rows; the collections slow the run a little).
 func BenchmarkEventLogFile50MB(b *testing.B) {
-	var body strings.Builder
-	body.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,USER_ID,URI,QUERY\n")
-	for i := range 450_000 {
-		fmt.Fprintf(&body, "API,2026-11-28T10:%02d:%02d.000Z,005%012d,/services/data/v60.0/query,\"SELECT Id, Name\nFROM Account WHERE Id = '%d'\"\n",
-			(i/60)%60, i%60, i, i)
-	}
+	body := fakesf.APIEventLogFile(450_000)
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	var peak, baseline uint64
 	rows := 0
 	start := time.Now()
 	for b.Loop() {
 		org := &fakesf.ELFOrg{}
-		org.Add("0AT1", "API", now.Add(-time.Hour), body.String())
+		org.Add("0AT1", "API", now.Add(-time.Hour), body)
 		srv := httptest.NewServer(org)
 		a, _ := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 		s, _ := salesforce.NewELFSource(a, "60.0", salesforce.ELFSpec{Interval: "Hourly", EventTypes: []string{"API"}, PollInterval: time.Hour}, clockAt(now), nil)
@@ -261,5 +256,5 @@ func BenchmarkEventLogFile50MB(b *testing.B) {
 	}
 	b.ReportMetric(float64(rows)/time.Since(start).Seconds(), "rows/s")
 	b.ReportMetric(float64(peak-min(peak, baseline))/(1<<20), "source-live-heap-MiB")
-	b.ReportMetric(float64(body.Len())/(1<<20), "file-MiB")
+	b.ReportMetric(float64(len(body))/(1<<20), "file-MiB")
 }

@@ -128,3 +128,17 @@ func (o *ELFOrg) DownloadsSoFar() []string {
 	defer o.mu.Unlock()
 	return slices.Clone(o.Downloads)
 }
+
+// APIEventLogFile is an API EventLogFile body of n rows, about 117 bytes
+// each (450,000 rows make 50 MB): every row holds a quoted newline in its
+// QUERY field.
+func APIEventLogFile(n int) string {
+	var b strings.Builder
+	b.Grow(n * 120)
+	b.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,USER_ID,URI,QUERY\n")
+	for i := range n {
+		fmt.Fprintf(&b, "API,2026-11-28T10:%02d:%02d.000Z,005%012d,/services/data/v60.0/query,\"SELECT Id, Name\nFROM Account WHERE Id = '%d'\"\n",
+			(i/60)%60, i%60, i, i)
+	}
+	return b.String()
+}
