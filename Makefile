@@ -19,6 +19,9 @@ ETCD_VERSION          := v3.7.3
 KUBE_APISERVER_VERSION := v1.37.2
 VICTORIALOGS_VERSION  := v1.52.2
 HELM_VERSION          := v3.22.0
+# The Pub/Sub API code generators (protoc itself is Debian's protobuf-compiler).
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
 export PATH := $(BIN):$(PATH)
 
@@ -48,10 +51,30 @@ lint: lint-tools ## go vet + golangci-lint (layering and clock rules included)
 	cd internal/app && $(GO) run -mod=mod github.com/google/wire/cmd/wire diff .
 
 .PHONY: generate
-generate: ## Regenerate wire_gen.go, the example configuration and the configuration reference
+generate: proto ## Regenerate wire_gen.go, the Pub/Sub API code, the example configuration and the configuration reference
 	cd internal/app && $(GO) run -mod=mod github.com/google/wire/cmd/wire gen .
 	$(GO) run ./cmd/sf2loki config example > configs/sf2loki.example.yaml
 	$(GO) run ./cmd/sf2loki config reference > docs/config-reference.md
+
+PUBSUB_PKG := $(PKG)/internal/adapters/salesforce/pubsub/eventbus
+
+.PHONY: proto
+proto: $(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION) ## Regenerate the Pub/Sub API code from third_party/pubsub-api
+	@command -v protoc >/dev/null || { echo "protoc not found: install Debian's protobuf-compiler (apt-get install protobuf-compiler)" >&2; exit 1; }
+	protoc -I third_party/pubsub-api --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
+		--go_out=internal/adapters/salesforce/pubsub/eventbus --go_opt=paths=source_relative '--go_opt=Mpubsub_api.proto=$(PUBSUB_PKG);eventbus' \
+		--go-grpc_out=internal/adapters/salesforce/pubsub/eventbus --go-grpc_opt=paths=source_relative '--go-grpc_opt=Mpubsub_api.proto=$(PUBSUB_PKG);eventbus' \
+		pubsub_api.proto
+
+$(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
+	mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	touch $@
+
+$(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
+	mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	touch $@
 
 .PHONY: bench
 bench: ## Micro-benchmarks (the daemon benchmarks are `make bench-ha` and `make bench-elf`)

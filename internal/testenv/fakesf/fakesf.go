@@ -7,6 +7,7 @@
 package fakesf
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -33,6 +34,8 @@ type Org struct {
 	// Batch is the most records one answer holds; the rest follow behind
 	// nextRecordsUrl. 0 answers everything at once.
 	Batch int
+	// SObjects are the object names describeGlobal lists.
+	SObjects []string
 	// Delay holds every query answer this long (set it with SetDelay once
 	// the org serves).
 	Delay time.Duration
@@ -103,6 +106,13 @@ func (o *Org) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unavailable(w)
 		return
 	case o.pages.follow(w, r, "60.0", o.Batch):
+		return
+	case r.URL.Path == "/services/data/v60.0/sobjects/":
+		var objs []map[string]any
+		for _, n := range o.SObjects {
+			objs = append(objs, map[string]any{"name": n, "queryable": true})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"encoding": "UTF-8", "maxBatchSize": 200, "sobjects": objs})
 		return
 	case o.Garbage > 0:
 		o.Garbage--

@@ -1,0 +1,590 @@
+// Package pubsub is the Salesforce Pub/Sub API source: one gRPC Subscribe
+// stream per topic (Real-Time Event Monitoring streams, platform events,
+// Change Data Capture), Avro payloads decoded with schemas fetched by id,
+// replay ids as checkpoints, and flow control that stops asking for events
+// while the pipeline is full.
+package pubsub
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// DefaultEndpoint is Salesforce's Pub/Sub API.
+const DefaultEndpoint = "api.pubsub.salesforce.com:7443"
+
+// KeyPrefix prefixes the checkpoint keys: pubsub:<topic>.
+const KeyPrefix = "pubsub:"
+
+// MaxRequested is the most events one Subscribe stream may have requested
+// and not yet received.
+const MaxRequested = 100
+
+// Replay presets: where a topic without a stored replay id starts.
+const (
+	Latest   = "LATEST"
+	Earliest = "EARLIEST"
+	Custom   = "CUSTOM" // the stored replay id, else LATEST
+)
+
+// Spec configures the source.
+type Spec struct {
+	// Endpoint is host:port (default DefaultEndpoint).
+	Endpoint string
+	// Plaintext dials without TLS (tests and local proxies; the config
+	// allows it only to loopback addresses).
+	Plaintext bool
+	// Topics are topic names (/event/LoginEventStream, /data/AccountChangeEvent)
+	// or "*" for every *EventStream topic describeGlobal lists.
+	Topics []string
+	// Include and Exclude are globs over topic names (* matches any run of
+	// characters, / included); a topic must match an Include (default "*")
+	// and no Exclude.
+	Include, Exclude []string
+	// ReplayPreset is where a topic without a stored replay id starts:
+	// Latest (default), Earliest, or Custom (the same as Latest). A stored
+	// replay id always wins.
+	ReplayPreset string
+	// NumRequested is how many events a stream asks for at once (1–100,
+	// default 100); it asks for more once half have arrived.
+	NumRequested int
+	// RediscoveryInterval re-lists the "*" topics this often and subscribes
+	// to new ones; 0 lists them at start only.
+	RediscoveryInterval time.Duration
+	// StallTimeout reconnects a stream that delivered nothing (not even a
+	// keepalive) for this long; default 300s (Salesforce sends a keepalive
+	// within 270s).
+	StallTimeout time.Duration
+	// APIVersion is the REST version for describeGlobal (default 60.0).
+	APIVersion string
+	// MaxBackoff caps the reconnect backoff (default 30s, from 1s).
+	MaxBackoff time.Duration
+}
+
+// Hooks count what the source survives; nil hooks are skipped.
+type Hooks struct {
+	// Undecodable counts a skipped event.
+	Undecodable func(topic string)
+	// ReplayFallback counts a stored replay id Salesforce refused as
+	// corrupt or expired: the topic restarts from EARLIEST.
+	ReplayFallback func(topic string)
+	// Stalled counts a stream the watchdog closed.
+	Stalled func(topic string)
+	// Reconnect counts a stream that ended and is opened again, by reason
+	// (stalled, unauthenticated, replay_fallback, invalid_argument, schema,
+	// unavailable, error).
+	Reconnect func(topic, reason string)
+}
+
+// Source subscribes to Pub/Sub topics.
+type Source struct {
+	auth    *salesforce.Auth
+	spec    Spec
+	client  eventbus.PubSubClient
+	schemas *schemas
+	clock   ports.Clock
+	log     *slog.Logger
+	include []*regexp.Regexp
+	exclude []*regexp.Regexp
+	// Hooks are set before Run.
+	Hooks Hooks
+}
+
+// New validates spec and prepares the connection (made on first use).
+func New(auth *salesforce.Auth, spec Spec, clk ports.Clock, log *slog.Logger) (*Source, error) {
+	if len(spec.Topics) == 0 {
+		return nil, errors.New("salesforce pubsub: topics is empty; name topics like /event/LoginEventStream, or \"*\"")
+	}
+	for _, t := range spec.Topics {
+		if t != "*" && !ValidTopic(t) {
+			return nil, fmt.Errorf("salesforce pubsub: topic %q is not /event/<Name> or /data/<Name>", t)
+		}
+	}
+	if spec.Endpoint == "" {
+		spec.Endpoint = DefaultEndpoint
+	}
+	switch spec.ReplayPreset {
+	case "":
+		spec.ReplayPreset = Latest
+	case Latest, Earliest, Custom:
+	default:
+		return nil, fmt.Errorf("salesforce pubsub: replay_preset %q is not LATEST, EARLIEST or CUSTOM", spec.ReplayPreset)
+	}
+	if spec.NumRequested == 0 {
+		spec.NumRequested = MaxRequested
+	}
+	if spec.NumRequested < 1 || spec.NumRequested > MaxRequested {
+		return nil, fmt.Errorf("salesforce pubsub: num_requested %d is outside 1–%d", spec.NumRequested, MaxRequested)
+	}
+	if spec.StallTimeout <= 0 {
+		spec.StallTimeout = 300 * time.Second
+	}
+	if spec.MaxBackoff <= 0 {
+		spec.MaxBackoff = 30 * time.Second
+	}
+	if spec.APIVersion == "" {
+		spec.APIVersion = "60.0"
+	}
+	if len(spec.Include) == 0 {
+		spec.Include = []string{"*"}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	creds := credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+	if spec.Plaintext {
+		creds = insecure.NewCredentials()
+	}
+	conn, err := grpc.NewClient(spec.Endpoint, grpc.WithTransportCredentials(creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("salesforce pubsub: endpoint %q: %w", spec.Endpoint, err)
+	}
+	s := &Source{auth: auth, spec: spec, client: eventbus.NewPubSubClient(conn), clock: clk, log: log,
+		include: globs(spec.Include), exclude: globs(spec.Exclude)}
+	s.schemas = newSchemas(s.fetchSchema)
+	return s, nil
+}
+
+var topicName = regexp.MustCompile(`^/(event|data)/[A-Za-z0-9_]+$`)
+
+// ValidTopic reports whether t is a topic name: /event/<Name> or
+// /data/<Name>.
+func ValidTopic(t string) bool { return topicName.MatchString(t) }
+
+// globs compiles topic globs: * matches any run of characters, ? one.
+func globs(patterns []string) []*regexp.Regexp {
+	out := make([]*regexp.Regexp, 0, len(patterns))
+	for _, p := range patterns {
+		re := regexp.QuoteMeta(p)
+		re = strings.ReplaceAll(re, `\*`, `.*`)
+		re = strings.ReplaceAll(re, `\?`, `.`)
+		out = append(out, regexp.MustCompile("^"+re+"$"))
+	}
+	return out
+}
+
+func matchAny(res []*regexp.Regexp, s string) bool {
+	return slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(s) })
+}
+
+// Name implements ports.Source.
+func (s *Source) Name() string { return "pubsub" }
+
+// Lane implements ports.Source: streams are realtime.
+func (s *Source) Lane() ports.Lane { return ports.LaneRealtime }
+
+// metadata is the per-call authentication Salesforce reads.
+func (s *Source) metadata(ctx context.Context) (context.Context, *salesforce.Token, error) {
+	tok, err := s.auth.Token(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	org, err := s.auth.OrgID(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return metadata.NewOutgoingContext(ctx, metadata.Pairs("accesstoken", tok.AccessToken, "instanceurl", tok.InstanceURL, "tenantid", org)), tok, nil
+}
+
+func (s *Source) fetchSchema(ctx context.Context, id string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	mctx, tok, err := s.metadata(ctx)
+	if err != nil {
+		return "", err
+	}
+	info, err := s.client.GetSchema(mctx, &eventbus.SchemaRequest{SchemaId: id})
+	if status.Code(err) == codes.Unauthenticated {
+		s.auth.Invalidate(tok)
+	}
+	if err != nil {
+		return "", err
+	}
+	return info.GetSchemaJson(), nil
+}
+
+// TopicInfo asks GetTopic about topic (for the doctor).
+func (s *Source) TopicInfo(ctx context.Context, topic string) (*eventbus.TopicInfo, error) {
+	mctx, tok, err := s.metadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.client.GetTopic(mctx, &eventbus.TopicRequest{TopicName: topic})
+	if status.Code(err) == codes.Unauthenticated {
+		s.auth.Invalidate(tok)
+	}
+	return info, err
+}
+
+// Topics returns the configured topics, "*" expanded with describeGlobal
+// and every topic filtered by include and exclude.
+func (s *Source) Topics(ctx context.Context) ([]string, error) {
+	var out []string
+	var err error
+	for _, t := range s.spec.Topics {
+		if t != "*" {
+			out = append(out, t)
+			continue
+		}
+		var found []string
+		found, err = s.discover(ctx)
+		out = append(out, found...)
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	out = slices.DeleteFunc(out, func(t string) bool { return !matchAny(s.include, t) || matchAny(s.exclude, t) })
+	return out, err
+}
+
+// discover lists the *EventStream objects (the Real-Time Event Monitoring
+// streams) as /event/<Name> topics.
+func (s *Source) discover(ctx context.Context) ([]string, error) {
+	resp, err := s.auth.Do(ctx, func(tok *salesforce.Token) (*http.Request, error) {
+		return http.NewRequest(http.MethodGet, fmt.Sprintf("%s/services/data/v%s/sobjects/", tok.InstanceURL, s.spec.APIVersion), nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, ports.Transient("describeGlobal", fmt.Errorf("salesforce pubsub: reading describeGlobal: %w", err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("salesforce pubsub: describeGlobal answered %d: %.300s", resp.StatusCode, body)
+	}
+	var d struct {
+		SObjects []struct {
+			Name string `json:"name"`
+		} `json:"sobjects"`
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		return nil, fmt.Errorf("salesforce pubsub: describeGlobal: %w", err)
+	}
+	var out []string
+	for _, o := range d.SObjects {
+		if strings.HasSuffix(o.Name, "EventStream") && salesforce.ValidName(o.Name) {
+			out = append(out, "/event/"+o.Name)
+		}
+	}
+	return out, nil
+}
+
+// Run implements ports.Source: one subscription per topic; with "*" the
+// topics are listed again every RediscoveryInterval and new ones joined.
+func (s *Source) Run(ctx context.Context, resume func(string) (string, bool), emit func(ports.Entry) error) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	running := map[string]bool{}
+	join := func() {
+		topics, err := s.Topics(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("pubsub: cannot list the \"*\" topics; subscribing to the named ones and trying again later", "error", err)
+		}
+		for _, t := range topics {
+			if !running[t] {
+				running[t] = true
+				s.log.Info("pubsub: subscribing", "topic", t)
+				wg.Go(func() { s.follow(ctx, t, resume, emit) })
+			}
+		}
+		if len(running) == 0 {
+			s.log.Warn("pubsub: no topic to subscribe to", "topics", s.spec.Topics, "include", s.spec.Include, "exclude", s.spec.Exclude)
+		}
+	}
+	join()
+	discovering := slices.Contains(s.spec.Topics, "*")
+	for {
+		var again <-chan time.Time
+		if discovering && (s.spec.RediscoveryInterval > 0 || len(running) == 0) {
+			again = s.clock.After(cmpOr(s.spec.RediscoveryInterval, time.Minute))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-again:
+			join()
+		}
+	}
+}
+
+func cmpOr(d, fallback time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return fallback
+}
+
+// position is where a topic's next stream starts.
+type position struct {
+	replayID []byte // nil: the preset
+	preset   eventbus.ReplayPreset
+}
+
+// start reads the stored replay id; an unreadable one starts from the
+// preset, with a warning.
+func (s *Source) start(topic string, resume func(string) (string, bool)) position {
+	preset := eventbus.ReplayPreset_LATEST
+	if s.spec.ReplayPreset == Earliest {
+		preset = eventbus.ReplayPreset_EARLIEST
+	}
+	if v, ok := resume(KeyPrefix + topic); ok && v != "" {
+		id, err := base64.StdEncoding.DecodeString(v)
+		if err == nil && len(id) > 0 {
+			return position{replayID: id}
+		}
+		s.log.Warn("pubsub: unreadable stored replay id; starting from the preset", "topic", topic, "value", v, "preset", s.spec.ReplayPreset)
+	}
+	return position{preset: preset}
+}
+
+// follow keeps one topic subscribed until ctx ends: each stream resumes
+// after the last replay id handed to the pipeline, after a backoff of 1s
+// doubling to MaxBackoff (with jitter), reset once a stream delivers.
+func (s *Source) follow(ctx context.Context, topic string, resume func(string) (string, bool), emit func(ports.Entry) error) {
+	pos := s.start(topic, resume)
+	first := min(time.Second, s.spec.MaxBackoff)
+	backoff := first
+	for {
+		delivered, err := s.stream(ctx, topic, &pos, emit)
+		if ctx.Err() != nil {
+			return
+		}
+		reason := s.classify(topic, err, &pos)
+		if s.Hooks.Reconnect != nil {
+			s.Hooks.Reconnect(topic, reason)
+		}
+		if delivered {
+			backoff = first
+		}
+		wait := backoff + rand.N(backoff/2+1) //nolint:gosec // jitter, not a secret
+		s.log.Warn("pubsub: stream ended; reconnecting", "topic", topic, "reason", reason, "in", wait.Round(time.Millisecond), "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.clock.After(wait):
+		}
+		backoff = min(2*backoff, s.spec.MaxBackoff)
+	}
+}
+
+// ErrStalled is a stream that delivered nothing for StallTimeout.
+var ErrStalled = errors.New("salesforce pubsub: no FetchResponse within the stall timeout")
+
+// classify names why a stream ended and reacts: a refused token is
+// dropped (the next stream mints one); a corrupt or expired replay id
+// restarts the topic from EARLIEST (never LATEST, which would skip events).
+func (s *Source) classify(topic string, err error, pos *position) string {
+	st, _ := status.FromError(err)
+	switch {
+	case errors.Is(err, ErrStalled):
+		if s.Hooks.Stalled != nil {
+			s.Hooks.Stalled(topic)
+		}
+		return "stalled"
+	case errors.Is(err, ErrSchema):
+		return "schema"
+	case st.Code() == codes.Unauthenticated:
+		return "unauthenticated" // stream() invalidated the token
+	case st.Code() == codes.InvalidArgument && pos.replayID != nil && replayCorrupt(err):
+		s.log.Error("pubsub: Salesforce refused the stored replay id (corrupt, or older than the 72h retention); restarting the topic from EARLIEST",
+			"topic", topic, "replay_id", base64.StdEncoding.EncodeToString(pos.replayID), "error", err)
+		*pos = position{preset: eventbus.ReplayPreset_EARLIEST}
+		if s.Hooks.ReplayFallback != nil {
+			s.Hooks.ReplayFallback(topic)
+		}
+		return "replay_fallback"
+	case st.Code() == codes.InvalidArgument:
+		s.log.Error("pubsub: Salesforce refused the subscription; keeping the position and retrying", "topic", topic, "error", err)
+		return "invalid_argument"
+	case st.Code() == codes.Unavailable:
+		return "unavailable"
+	default:
+		return "error"
+	}
+}
+
+// errorCodeKey is the trailer holding Salesforce's error code.
+const errorCodeKey = "error-code"
+
+// replayCorrupt reports whether an INVALID_ARGUMENT is about the replay id:
+// the error-code trailer (carried in the error by stream()) names it, or
+// there is no trailer at all.
+func replayCorrupt(err error) bool {
+	var te *trailerError
+	if !errors.As(err, &te) || te.code == "" {
+		return true
+	}
+	return strings.Contains(te.code, "replayid")
+}
+
+// trailerError carries a stream's error-code trailer with its status.
+type trailerError struct {
+	err  error
+	code string
+}
+
+func (e *trailerError) Error() string {
+	if e.code == "" {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("%v (%s %s)", e.err, errorCodeKey, e.code)
+}
+
+func (e *trailerError) Unwrap() error { return e.err }
+
+// GRPCStatus lets status.FromError see through the wrapper.
+func (e *trailerError) GRPCStatus() *status.Status { s, _ := status.FromError(e.err); return s }
+
+// stream runs one Subscribe call from pos and moves pos past every event
+// it hands to emit. It reports whether anything arrived.
+func (s *Source) stream(ctx context.Context, topic string, pos *position, emit func(ports.Entry) error) (delivered bool, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	mctx, tok, err := s.metadata(ctx)
+	if err != nil {
+		return false, err
+	}
+	stream, err := s.client.Subscribe(mctx)
+	if err != nil {
+		return false, err
+	}
+	n := int32(s.spec.NumRequested) //nolint:gosec // 1–100, checked in New
+	first := &eventbus.FetchRequest{TopicName: topic, NumRequested: n, ReplayPreset: pos.preset}
+	if pos.replayID != nil {
+		first.ReplayPreset, first.ReplayId = eventbus.ReplayPreset_CUSTOM, pos.replayID
+	}
+	if err := stream.Send(first); err != nil {
+		return false, s.streamErr(ctx, stream, tok, err)
+	}
+	pending := n
+	watchdog := s.clock.NewTimer(s.spec.StallTimeout)
+	defer watchdog.Stop()
+	go func() {
+		select {
+		case <-watchdog.C():
+			cancel(fmt.Errorf("%w (%s) on %s", ErrStalled, s.spec.StallTimeout, topic))
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		watchdog.Reset(s.spec.StallTimeout)
+		resp, err := stream.Recv()
+		watchdog.Stop() // time spent in emit below is the pipeline's, not a stall
+		if err != nil {
+			return delivered, s.streamErr(ctx, stream, tok, err)
+		}
+		delivered = true
+		pending -= int32(len(resp.GetEvents())) //nolint:gosec // at most 100
+		for _, ev := range resp.GetEvents() {
+			if err := s.handle(ctx, topic, ev, emit); err != nil {
+				return delivered, err
+			}
+			pos.replayID = ev.GetReplayId()
+		}
+		if latest := resp.GetLatestReplayId(); len(resp.GetEvents()) == 0 && len(latest) > 0 && !slices.Equal(latest, pos.replayID) {
+			// A keepalive: the topic's position moved past events this
+			// subscription does not need (or none exist); store it so a
+			// quiet topic's replay id never ages out of the retention.
+			if err := emit(ports.Entry{CheckpointOnly: true, Checkpoint: checkpoint(topic, latest)}); err != nil {
+				return delivered, err
+			}
+			pos.replayID = latest
+		}
+		// Ask for more only once the pipeline took what arrived: a full
+		// pipeline blocks emit above, so no more events are requested.
+		if pending <= n/2 {
+			if err := stream.Send(&eventbus.FetchRequest{TopicName: topic, NumRequested: n - pending}); err != nil {
+				return delivered, s.streamErr(ctx, stream, tok, err)
+			}
+			pending = n
+		}
+	}
+}
+
+// streamErr returns the stream's terminal error with its error-code
+// trailer, and drops a token the server refused.
+func (s *Source) streamErr(ctx context.Context, stream grpc.BidiStreamingClient[eventbus.FetchRequest, eventbus.FetchResponse], tok *salesforce.Token, err error) error {
+	if errors.Is(err, io.EOF) {
+		_, err = stream.Recv() // Send reports EOF; Recv has the status
+		if err == nil || errors.Is(err, io.EOF) {
+			return errors.New("salesforce pubsub: the server closed the stream")
+		}
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, ErrStalled) {
+		return cause
+	}
+	if status.Code(err) == codes.Unauthenticated {
+		s.auth.Invalidate(tok)
+	}
+	code := ""
+	if v := stream.Trailer().Get(errorCodeKey); len(v) > 0 {
+		code = v[0]
+	}
+	return &trailerError{err: err, code: code}
+}
+
+// handle decodes one event and emits it; an undecodable one is skipped
+// and counted, its replay id committed with a checkpoint-only entry. A
+// schema that cannot be fetched ends the stream (the event replays).
+func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.ConsumerEvent, emit func(ports.Entry) error) error {
+	cp := checkpoint(topic, ev.GetReplayId())
+	rec, err := s.schemas.decode(ctx, ev.GetEvent())
+	switch {
+	case errors.Is(err, ErrUndecodable):
+		s.log.Warn("pubsub: skipping an event that does not decode", "topic", topic, "error", err)
+		if s.Hooks.Undecodable != nil {
+			s.Hooks.Undecodable(topic)
+		}
+		return emit(ports.Entry{CheckpointOnly: true, Checkpoint: cp})
+	case err != nil:
+		return err
+	}
+	t, ok := eventTime(rec)
+	if !ok {
+		t = s.clock.Now()
+	}
+	line, err := json.Marshal(rec) // maps marshal with sorted keys
+	if err != nil {
+		return fmt.Errorf("salesforce pubsub: %s event %s: %w", topic, ev.GetEvent().GetId(), err)
+	}
+	level := salesforce.Level(func(k string) string {
+		if v, ok := rec[k]; ok && v != nil {
+			return fmt.Sprint(v)
+		}
+		return ""
+	})
+	return emit(ports.Entry{Time: t, Line: string(line), Metadata: map[string]string{"level": level},
+		Labels: map[string]string{"source": "pubsub", "event_type": topic[strings.LastIndexByte(topic, '/')+1:]}, Checkpoint: cp})
+}
+
+func checkpoint(topic string, replayID []byte) ports.Checkpoint {
+	return ports.Checkpoint{Key: KeyPrefix + topic, Value: base64.StdEncoding.EncodeToString(replayID)}
+}
