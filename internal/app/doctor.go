@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/file"
 	"github.com/sf2loki/sf2loki/internal/adapters/gcs"
 	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
@@ -79,6 +80,7 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	auth, sf := checkAuth(ctx, cfg)
 	r.Checks = append(r.Checks, checkState(ctx, cfg), checkCoordinator(ctx, cfg), checkLoki(ctx, cfg), auth)
 	r.Checks = append(r.Checks, checkSalesforceAccess(ctx, cfg, sf)...)
+	r.Checks = append(r.Checks, checkPubSub(ctx, cfg, sf)...)
 	for _, c := range r.Checks {
 		if c.Status == Fail {
 			r.ExitCode = 1
@@ -173,6 +175,43 @@ func checkSalesforceAccess(ctx context.Context, cfg *config.Config, a *salesforc
 		}
 	}
 	return []Check{perm, ent}
+}
+
+// checkPubSub asks GetTopic about every Pub/Sub topic ("*" listed first):
+// a row pubsub:<topic> each, FAIL when the user cannot subscribe.
+func checkPubSub(ctx context.Context, cfg *config.Config, a *salesforce.Auth) []Check {
+	if len(cfg.Sources.PubSub.Topics) == 0 {
+		return nil
+	}
+	if a == nil {
+		return []Check{{"pubsub", Skip, "the auth check did not pass"}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	src, err := newPubSubSource(cfg, a, clock.New(), nil)
+	if err != nil {
+		return []Check{{"pubsub", Fail, err.Error()}}
+	}
+	topics, err := src.Topics(ctx)
+	var out []Check
+	if err != nil {
+		out = append(out, Check{"pubsub", Fail, fmt.Sprintf("listing the \"*\" topics with describeGlobal: %v", err)})
+	}
+	if len(topics) == 0 && err == nil {
+		out = append(out, Check{"pubsub", Warn, "no topic to subscribe to: \"*\" found no *EventStream object (Real-Time Event Monitoring not licensed or not enabled), or include/exclude left none"})
+	}
+	for _, t := range topics {
+		info, err := src.TopicInfo(ctx, t)
+		switch {
+		case err != nil:
+			out = append(out, Check{"pubsub:" + t, Fail, fmt.Sprintf("GetTopic: %v (check the name, that the event is enabled, and the endpoint %s)", err, cfg.Sources.PubSub.Endpoint)})
+		case !info.GetCanSubscribe():
+			out = append(out, Check{"pubsub:" + t, Fail, "the user cannot subscribe: grant the permission for the event (for Real-Time Event Monitoring: View Real-Time Event Monitoring Data)"})
+		default:
+			out = append(out, Check{"pubsub:" + t, Pass, "can subscribe (schema " + info.GetSchemaId() + ")"})
+		}
+	}
+	return out
 }
 
 func checkState(ctx context.Context, cfg *config.Config) Check {

@@ -21,6 +21,8 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/testenv"
+	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
+	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 	"github.com/sf2loki/sf2loki/internal/testenv/faultproxy"
 )
 
@@ -401,5 +403,37 @@ sink: {loki: {url: %s/push}}
 	}
 	if c := check(r, "entitlement"); c.Status != Skip {
 		t.Fatalf("entitlement after a failed permissions check: %+v", c)
+	}
+}
+
+func TestDoctorPubSubTopics(t *testing.T) {
+	ps := fakepubsub.Start(t)
+	ps.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
+	ps.AddTopic("/event/ApiEventStream", fakepubsub.LoginEventStreamSchema)
+	ps.Deny("/event/ApiEventStream")
+	org := &fakesf.Org{SObjects: []string{"LoginEventStream", "ApiEventStream", "Account"}}
+	web := httptest.NewServer(org)
+	defer web.Close()
+	dir := t.TempDir()
+	cfg := func(topics string) string {
+		return writeConfig(t, fmt.Sprintf(`state: {file: {path: %s/s.json}}
+salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: x, org_id: 00DORG}
+sources: {pubsub: {topics: %s, endpoint: %q, plaintext: true}}
+sink: {loki: {url: %s/push}}
+`, dir, web.URL, topics, ps.Addr, web.URL))
+	}
+	r := Doctor(t.Context(), cfg(`['*', /data/NoSuchChangeEvent]`))
+	login, api, missing := check(r, "pubsub:/event/LoginEventStream"), check(r, "pubsub:/event/ApiEventStream"), check(r, "pubsub:/data/NoSuchChangeEvent")
+	if login.Status != Pass || api.Status != Fail || !strings.Contains(api.Detail, "cannot subscribe") ||
+		missing.Status != Fail || !strings.Contains(missing.Detail, "NotFound") || r.ExitCode != 1 {
+		t.Fatalf("pubsub rows: %+v / %+v / %+v", login, api, missing)
+	}
+	r = Doctor(t.Context(), writeConfig(t, fmt.Sprintf(`state: {file: {path: %s/s.json}}
+salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: x}
+sources: {pubsub: {topics: ['*'], endpoint: %q, plaintext: true}}
+sink: {loki: {url: %s/push}}
+`, dir, "http://127.0.0.1:1", ps.Addr, web.URL)))
+	if c := check(r, "pubsub"); c.Status != Skip {
+		t.Fatalf("pubsub without a token: %+v", c)
 	}
 }

@@ -49,6 +49,8 @@ type Telemetry struct {
 	requests     metric.Int64Counter
 	sfThrottled  metric.Int64Counter
 	unreadable   metric.Int64Counter
+	pubsub       metric.Int64Counter
+	reconnects   metric.Int64Counter
 	counterMu    sync.Mutex
 	counterTotal map[string]int64 // for /statusz
 }
@@ -140,12 +142,26 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	errs = append(errs, err)
 	t.unreadable, err = m.Int64Counter("sf2loki_checkpoint_unreadable", metric.WithDescription("Stored checkpoints a source could not read, by source; each restarts from its lookback window."))
 	errs = append(errs, err)
+	t.pubsub, err = m.Int64Counter("sf2loki_pubsub_events", metric.WithDescription("Pub/Sub events and streams by topic and what happened: undecodable (skipped), replay_fallback (a refused replay id restarted the topic from EARLIEST), stalled (no response within stall_timeout)."))
+	errs = append(errs, err)
+	t.reconnects, err = m.Int64Counter("sf2loki_pubsub_reconnects", metric.WithDescription("Pub/Sub subscriptions reopened, by topic and reason."))
+	errs = append(errs, err)
 	return errors.Join(errs...)
 }
 
 // SalesforceThrottled counts a REQUEST_LIMIT_EXCEEDED answer.
 func (t *Telemetry) SalesforceThrottled(api string) {
 	t.sfThrottled.Add(context.Background(), 1, metric.WithAttributes(attribute.String("api", api)))
+}
+
+// PubSubEvent counts a Pub/Sub event or stream by what happened to it.
+func (t *Telemetry) PubSubEvent(topic, what string) {
+	t.pubsub.Add(context.Background(), 1, metric.WithAttributes(attribute.String("topic", topic), attribute.String("what", what)))
+}
+
+// PubSubReconnect counts a reopened Pub/Sub subscription.
+func (t *Telemetry) PubSubReconnect(topic, reason string) {
+	t.reconnects.Add(context.Background(), 1, metric.WithAttributes(attribute.String("topic", topic), attribute.String("reason", reason)))
 }
 
 // CheckpointUnreadable counts a stored checkpoint a source could not read.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/loki"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/internal/adapters/synthetic"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
@@ -76,8 +77,8 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 // salesforceSources builds the Salesforce sources that are enabled, sharing
 // one token source.
 func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry) ([]ports.Source, error) {
-	objs, elf := cfg.Sources.EventlogObjects.Objects, cfg.Sources.EventLogFile
-	if len(objs) == 0 && len(elf.EventTypes) == 0 {
+	objs, elf, ps := cfg.Sources.EventlogObjects.Objects, cfg.Sources.EventLogFile, cfg.Sources.PubSub
+	if len(objs) == 0 && len(elf.EventTypes) == 0 && len(ps.Topics) == 0 {
 		return nil, nil
 	}
 	auth, err := newSalesforceAuth(cfg.Salesforce)
@@ -111,7 +112,30 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		}
 		sources = append(sources, s)
 	}
+	if len(ps.Topics) > 0 {
+		s, err := newPubSubSource(cfg, auth, clk, log)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			s.Hooks = pubsub.Hooks{
+				Undecodable:    func(topic string) { t.PubSubEvent(topic, "undecodable") },
+				ReplayFallback: func(topic string) { t.PubSubEvent(topic, "replay_fallback") },
+				Stalled:        func(topic string) { t.PubSubEvent(topic, "stalled") },
+				Reconnect:      t.PubSubReconnect,
+			}
+		}
+		sources = append(sources, s)
+	}
 	return sources, nil
+}
+
+// newPubSubSource maps sources.pubsub onto the adapter.
+func newPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger) (*pubsub.Source, error) {
+	ps := cfg.Sources.PubSub
+	return pubsub.New(auth, pubsub.Spec{Endpoint: ps.Endpoint, Plaintext: ps.Plaintext, Topics: ps.Topics, Include: ps.Include,
+		Exclude: ps.Exclude, ReplayPreset: ps.ReplayPreset, NumRequested: ps.NumRequested, RediscoveryInterval: ps.RediscoveryInterval,
+		StallTimeout: ps.StallTimeout, APIVersion: cfg.Salesforce.APIVersion}, clk, log)
 }
 
 // newLokiSink builds the sink; with t, its counters are exported.

@@ -47,6 +47,20 @@ type Sources struct {
 	Synthetic       Synthetic       `yaml:"synthetic" mapstructure:"synthetic" doc:"Salesforce-shaped test events (LoginEvent-, ApiEvent-like JSON) with a sequence checkpoint: for demos, soak tests and benchmarks."`
 	EventlogObjects EventlogObjects `yaml:"eventlog_objects" mapstructure:"eventlog_objects" doc:"Salesforce objects polled with SOQL by a timestamp field: LoginHistory, SetupAuditTrail, stored real-time events such as LoginEvent, custom objects. Needs salesforce.auth_mode."`
 	EventLogFile    EventLogFile    `yaml:"eventlogfile" mapstructure:"eventlogfile" doc:"EventLogFile CSVs (Event Monitoring; the Daily free subset on orgs without Shield), one Loki entry per row. Needs salesforce.auth_mode."`
+	PubSub          PubSub          `yaml:"pubsub" mapstructure:"pubsub" doc:"The Salesforce Pub/Sub API (gRPC streaming): Real-Time Event Monitoring streams, platform events, Change Data Capture; one subscription per topic, one Loki entry per event. Needs salesforce.auth_mode."`
+}
+
+// PubSub configures the Pub/Sub API source.
+type PubSub struct {
+	Topics              []string      `yaml:"topics" mapstructure:"topics" default:"" doc:"Topics such as /event/LoginEventStream, /event/My_Event__e or /data/AccountChangeEvent, or \"*\" for every *EventStream topic the org lists; empty disables the source. Checkpoint key pubsub:<topic> (the base64 replay id)."`
+	Include             []string      `yaml:"include" mapstructure:"include" default:"" doc:"Globs over topic names a topic must match (* matches any characters, / included); empty means every topic."`
+	Exclude             []string      `yaml:"exclude" mapstructure:"exclude" default:"" doc:"Globs over topic names to leave out, e.g. \"*ApiEventStream\"."`
+	ReplayPreset        string        `yaml:"replay_preset" mapstructure:"replay_preset" default:"LATEST" enum:"LATEST,EARLIEST,CUSTOM" doc:"Where a topic with no stored replay id starts: LATEST (new events only), EARLIEST (all retained events, up to 72h), CUSTOM (as LATEST). A stored replay id always wins; one Salesforce refuses as expired restarts the topic from EARLIEST."`
+	NumRequested        int           `yaml:"num_requested" mapstructure:"num_requested" default:"100" doc:"Events a subscription asks for at once (1 to 100). It asks for more once half have arrived and the pipeline took them: a full pipeline stops the requests, nothing is dropped."`
+	RediscoveryInterval time.Duration `yaml:"rediscovery_interval" mapstructure:"rediscovery_interval" default:"1h" doc:"How often \"*\" is listed again to subscribe to new topics; 0 lists once at start."`
+	StallTimeout        time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" doc:"A subscription that receives nothing (no events, no keepalive) for this long is reconnected from its last event. Salesforce sends a keepalive within 270s: keep this above that."`
+	Endpoint            string        `yaml:"endpoint" mapstructure:"endpoint" default:"api.pubsub.salesforce.com:7443" doc:"The Pub/Sub API as host:port."`
+	Plaintext           bool          `yaml:"plaintext" mapstructure:"plaintext" default:"false" doc:"Connect without TLS. Only to a loopback endpoint (tests, a local proxy)."`
 }
 
 // EventLogFile configures the EventLogFile source.

@@ -269,3 +269,32 @@ func TestEventLogFileConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestPubSubConfig(t *testing.T) {
+	base := "salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u, private_key_file: /k}\nsink: {loki: {url: http://loki/push}}\n"
+	cfg, _, err := config.Load(write(t, base+"sources: {pubsub: {topics: [/event/LoginEventStream, '*'], exclude: ['*Api*']}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Sources.PubSub; p.ReplayPreset != "LATEST" || p.NumRequested != 100 || p.RediscoveryInterval != time.Hour ||
+		p.StallTimeout != 5*time.Minute || p.Endpoint != "api.pubsub.salesforce.com:7443" || p.Plaintext || len(p.Exclude) != 1 {
+		t.Fatalf("defaults %+v", p)
+	}
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"bad topic":      {base + "sources: {pubsub: {topics: [LoginEventStream]}}\n", `"LoginEventStream" is not a topic`},
+		"bad preset":     {base + "sources: {pubsub: {topics: ['*'], replay_preset: OLDEST}}\n", `"OLDEST" is not one of [LATEST EARLIEST CUSTOM]`},
+		"over 100":       {base + "sources: {pubsub: {topics: ['*'], num_requested: 500}}\n", "num_requested: must be 1 to 100"},
+		"no auth":        {"sink: {loki: {url: http://l}}\nsources: {pubsub: {topics: ['*']}}\n", "salesforce.auth_mode: required when sources.pubsub.topics is set"},
+		"remote no TLS":  {base + "sources: {pubsub: {topics: ['*'], plaintext: true}}\n", "plaintext is allowed only to a loopback endpoint"},
+		"no port":        {base + "sources: {pubsub: {topics: ['*'], endpoint: api.pubsub.salesforce.com}}\n", "is not host:port"},
+		"stall too fast": {base + "sources: {pubsub: {topics: ['*'], stall_timeout: 10ms}}\n", "stall_timeout must be at least 1s"},
+	} {
+		_, _, err := config.Load(write(t, tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", name, err, tc.want)
+		}
+	}
+	if _, _, err := config.Load(write(t, base+"sources: {pubsub: {topics: ['*'], endpoint: '127.0.0.1:7443', plaintext: true}}\n")); err != nil {
+		t.Fatalf("plaintext to loopback: %v", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
 )
 
 // loopback reports whether host is this machine (a local proxy or a test).
@@ -159,12 +160,33 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 			add("sources.eventlogfile", "poll_interval must be at least 1m, lookback > 0, settle_window >= 0 and concurrency 1 to 16")
 		}
 	}
+	if ps := c.Sources.PubSub; len(ps.Topics) > 0 {
+		for _, t := range ps.Topics {
+			if t != "*" && !pubsub.ValidTopic(t) {
+				add("sources.pubsub.topics", "%q is not a topic: /event/<Name>, /data/<Name> or \"*\"", t)
+			}
+		}
+		if ps.NumRequested < 1 || ps.NumRequested > pubsub.MaxRequested {
+			add("sources.pubsub.num_requested", "must be 1 to %d (Salesforce's limit per subscription), got %d", pubsub.MaxRequested, ps.NumRequested)
+		}
+		if ps.StallTimeout < time.Second || ps.RediscoveryInterval < 0 {
+			add("sources.pubsub", "stall_timeout must be at least 1s (5m or more against Salesforce) and rediscovery_interval >= 0")
+		}
+		host, _, err := net.SplitHostPort(ps.Endpoint)
+		switch {
+		case err != nil:
+			add("sources.pubsub.endpoint", "%q is not host:port (%v)", ps.Endpoint, err)
+		case ps.Plaintext && !loopback(host):
+			add("sources.pubsub.plaintext", "plaintext is allowed only to a loopback endpoint, not %s: Salesforce's Pub/Sub API needs TLS", host)
+		}
+	}
 	for _, src := range []struct {
 		on   bool
 		name string
 	}{
 		{len(c.Sources.EventlogObjects.Objects) > 0, "sources.eventlog_objects.objects"},
 		{len(c.Sources.EventLogFile.EventTypes) > 0, "sources.eventlogfile.event_types"},
+		{len(c.Sources.PubSub.Topics) > 0, "sources.pubsub.topics"},
 	} {
 		if !src.on {
 			continue
