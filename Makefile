@@ -65,6 +65,8 @@ proto: $(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(BIN)/.protoc-gen-go-grpc
 		--go_out=internal/adapters/salesforce/pubsub/eventbus --go_opt=paths=source_relative '--go_opt=Mpubsub_api.proto=$(PUBSUB_PKG);eventbus' \
 		--go-grpc_out=internal/adapters/salesforce/pubsub/eventbus --go-grpc_opt=paths=source_relative '--go-grpc_opt=Mpubsub_api.proto=$(PUBSUB_PKG);eventbus' \
 		pubsub_api.proto
+	@# The digest of the proto the code came from: a test fails when the proto changes without this.
+	cd third_party/pubsub-api && sha256sum pubsub_api.proto > $(CURDIR)/internal/adapters/salesforce/pubsub/eventbus/pubsub_api.proto.sha256
 
 $(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
 	mkdir -p $(BIN)
@@ -77,7 +79,7 @@ $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
 	touch $@
 
 .PHONY: bench
-bench: ## Micro-benchmarks (the daemon benchmarks are `make bench-ha` and `make bench-elf`)
+bench: ## Micro-benchmarks (the daemon benchmarks are `make bench-ha`, `make bench-elf` and `make bench-pubsub`)
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /test/integration)
 
 HA_REPEATS ?= 10
@@ -89,6 +91,10 @@ bench-ha: test-tools ## The HA benchmark table: commit throughput, request cost,
 .PHONY: bench-elf
 bench-elf: test-tools ## The daemon on a 50 MB and a 150 MB EventLogFile into VictoriaLogs: rows/s and peak RSS
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkEventLogFileDaemon$$' -benchtime 1x ./test/integration/
+
+.PHONY: bench-pubsub
+bench-pubsub: test-tools ## The daemon on 200,000 Pub/Sub events into VictoriaLogs: events/s and peak RSS
+	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkPubSubDaemon$$' -benchtime 1x ./test/integration/
 
 SOAK ?= 10m
 

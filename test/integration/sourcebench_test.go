@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/testenv"
+	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
@@ -22,19 +23,11 @@ import (
 // start to the Loki peer accepting the last row, and the daemon's peak
 // resident set (VmHWM) over the run. The 50MB file is 450,000 rows; the
 // 150MB one shows the peak does not grow with the file. The peer is
-// VictoriaLogs; ELF_NULL_PEER=1 pushes to a peer that discards the bodies,
+// VictoriaLogs; NULL_PEER=1 pushes to a peer that discards the bodies,
 // which measures the daemon alone. `make bench-elf` runs it.
 func BenchmarkEventLogFileDaemon(b *testing.B) {
 	logs := testenv.StartLogs(b)
-	push, peer := logs.PushURL, "VictoriaLogs"
-	if os.Getenv("ELF_NULL_PEER") != "" {
-		null := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.WriteHeader(http.StatusNoContent)
-		}))
-		defer null.Close()
-		push, peer = null.URL+"/loki/api/v1/push", "a discarding peer"
-	}
+	push, peer := benchPeer(b, logs)
 	for _, rows := range []int{450_000, 1_350_000} {
 		body := fakesf.APIEventLogFile(rows)
 		b.Run(fmt.Sprintf("%.0fMiB", float64(len(body))/(1<<20)), func(b *testing.B) {
@@ -66,10 +59,67 @@ salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client
 sources: {eventlogfile: {event_types: [API], poll_interval: 1h, settle_window: 0s}}
 sink: {loki: {url: %s, labels: {job: %s}}}
 `, b.TempDir(), srv.URL, push, job)
-	d := start(b, job, cfg)
+	return untilPushed(b, job, cfg, rows)
+}
+
+// BenchmarkPubSubDaemon runs the built daemon on one Pub/Sub topic of the
+// in-process Pub/Sub API holding 200,000 Avro-encoded LoginEventStream
+// events (replay_preset EARLIEST, num_requested 100) and reports the
+// events/s from the daemon's start to the Loki peer accepting the last
+// one, and the daemon's peak resident set. NULL_PEER=1 pushes to a
+// discarding peer. `make bench-pubsub` runs it.
+func BenchmarkPubSubDaemon(b *testing.B) {
+	const n = 200_000
+	logs := testenv.StartLogs(b)
+	push, peer := benchPeer(b, logs)
+	ps := fakepubsub.Start(b)
+	ps.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
+	at := time.Now()
+	for i := range n {
+		ps.Append(fakepubsub.LoginTopic, fakepubsub.LoginEvent(i, at.Add(time.Duration(i)*time.Millisecond)))
+	}
+	web := httptest.NewServer(&fakesf.Org{})
+	defer web.Close()
+	var secs, peak float64
+	runs := 0
+	for b.Loop() {
+		runs++
+		job := fmt.Sprintf("psbench%d", runs)
+		cfg := fmt.Sprintf(`state: {file: {path: %s/state.json}}
+salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret, org_id: 00D000000000001}
+sources: {pubsub: {topics: [%s], replay_preset: EARLIEST, endpoint: %q, plaintext: true}}
+sink: {loki: {url: %s, labels: {job: %s}}}
+`, b.TempDir(), web.URL, fakepubsub.LoginTopic, ps.Addr, push, job)
+		s, p := untilPushed(b, job, cfg, n)
+		secs += s
+		peak = max(peak, p)
+	}
+	b.ReportMetric(float64(n*runs)/secs, "events/s")
+	b.ReportMetric(peak, "peak-RSS-MiB")
+	b.Logf("%d events into %s: %.0f events/s, peak RSS %.1f MiB", n, peer, float64(n*runs)/secs, peak)
+}
+
+// benchPeer is the Loki push URL the daemon benchmarks use: VictoriaLogs,
+// or with NULL_PEER=1 a peer that discards the bodies.
+func benchPeer(b *testing.B, logs *testenv.LogsServer) (url, name string) {
+	if os.Getenv("NULL_PEER") == "" {
+		return logs.PushURL, "VictoriaLogs"
+	}
+	null := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	b.Cleanup(null.Close)
+	return null.URL + "/loki/api/v1/push", "a discarding peer"
+}
+
+// untilPushed runs one daemon on cfg until the peer has accepted n entries
+// and returns the seconds that took and the daemon's peak RSS in MiB.
+func untilPushed(b *testing.B, name, cfg string, n int) (secs, peakMiB float64) {
+	d := start(b, name, cfg)
 	for {
 		m, err := d.metrics(quick)
-		if err == nil && m["sf2loki_loki_entries_pushed_total"] >= float64(rows) {
+		if err == nil && m["sf2loki_loki_entries_pushed_total"] >= float64(n) {
 			break
 		}
 		if d.exited() || time.Since(d.started) > 5*time.Minute {
