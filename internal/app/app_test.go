@@ -374,3 +374,21 @@ func TestConfigLabelsAreLokiLabels(t *testing.T) {
 		}
 	}
 }
+
+func TestBridgeMaxBytesBoundsTheRealtimeLane(t *testing.T) {
+	base := "salesforce: {auth_mode: client_credentials, login_url: 'https://x.my.salesforce.com', client_id: ck, client_secret: s}\nsink: {loki: {url: http://l/push}}\n"
+	load := func(yaml string) *config.Config {
+		cfg, _, err := config.Load(writeConfig(t, base+yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	rt, bulk := laneConfigs(load("sources: {pubsub: {topics: ['*'], bridge_max_bytes: 1048576}}\n"))
+	if rt.QueueBytes != 1<<20 || bulk.QueueBytes != 64<<20 || rt.QueueEntries != bulk.QueueEntries {
+		t.Fatalf("realtime %+v, bulk %+v: want bridge_max_bytes on the realtime lane only", rt, bulk)
+	}
+	if rt, _ := laneConfigs(load("sources: {pubsub: {topics: ['*']}}\n")); rt.QueueBytes != 64<<20 {
+		t.Fatalf("bridge_max_bytes 0: realtime %+v, want sink.loki.batch.queue_bytes", rt)
+	}
+}

@@ -64,14 +64,26 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 	if err != nil {
 		return nil, err
 	}
-	b := cfg.Sink.Loki.Batch
-	lane := domain.LaneConfig{QueueEntries: b.QueueEntries, QueueBytes: int64(b.QueueBytes), BatchEntries: b.MaxEntries,
-		BatchBytes: int64(b.MaxBytes), BatchWait: b.MaxWait}
-	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: lane, Bulk: lane, Logger: log})
+	realtime, bulk := laneConfigs(cfg)
+	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	return &pipelineWorkload{pipeline: p, sources: sources}, nil
+}
+
+// laneConfigs are the two lanes' bounds: sink.loki.batch for both, the
+// realtime lane's bytes bounded by sources.pubsub.bridge_max_bytes when the
+// Pub/Sub source sets it.
+func laneConfigs(cfg *config.Config) (realtime, bulk domain.LaneConfig) {
+	b := cfg.Sink.Loki.Batch
+	bulk = domain.LaneConfig{QueueEntries: b.QueueEntries, QueueBytes: int64(b.QueueBytes), BatchEntries: b.MaxEntries,
+		BatchBytes: int64(b.MaxBytes), BatchWait: b.MaxWait}
+	realtime = bulk
+	if ps := cfg.Sources.PubSub; len(ps.Topics) > 0 && ps.BridgeMaxBytes > 0 {
+		realtime.QueueBytes = int64(ps.BridgeMaxBytes)
+	}
+	return realtime, bulk
 }
 
 // salesforceSources builds the Salesforce sources that are enabled, sharing

@@ -59,6 +59,7 @@ type PubSub struct {
 	NumRequested        int           `yaml:"num_requested" mapstructure:"num_requested" default:"100" doc:"Events a subscription asks for at once (1 to 100). It asks for more once half have arrived and the pipeline took them: a full pipeline stops the requests, nothing is dropped."`
 	RediscoveryInterval time.Duration `yaml:"rediscovery_interval" mapstructure:"rediscovery_interval" default:"1h" doc:"How often \"*\" is listed again to subscribe to new topics; 0 lists once at start."`
 	StallTimeout        time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" doc:"A subscription that receives nothing (no events, no keepalive) for this long is reconnected from its last event. Salesforce sends a keepalive within 270s: keep this above that."`
+	BridgeMaxBytes      int           `yaml:"bridge_max_bytes" mapstructure:"bridge_max_bytes" default:"0" doc:"The most bytes of events the realtime lane holds between the subscriptions and Loki; when it is full, subscriptions stop asking Salesforce for events (nothing is dropped). 0 uses sink.loki.batch.queue_bytes."`
 	Endpoint            string        `yaml:"endpoint" mapstructure:"endpoint" default:"api.pubsub.salesforce.com:7443" doc:"The Pub/Sub API as host:port."`
 	Plaintext           bool          `yaml:"plaintext" mapstructure:"plaintext" default:"false" doc:"Connect without TLS. Only to a loopback endpoint (tests, a local proxy)."`
 }

@@ -169,8 +169,8 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		if ps.NumRequested < 1 || ps.NumRequested > pubsub.MaxRequested {
 			add("sources.pubsub.num_requested", "must be 1 to %d (Salesforce's limit per subscription), got %d", pubsub.MaxRequested, ps.NumRequested)
 		}
-		if ps.StallTimeout < time.Second || ps.RediscoveryInterval < 0 {
-			add("sources.pubsub", "stall_timeout must be at least 1s (5m or more against Salesforce) and rediscovery_interval >= 0")
+		if ps.StallTimeout < time.Second || ps.RediscoveryInterval < 0 || ps.BridgeMaxBytes < 0 {
+			add("sources.pubsub", "stall_timeout must be at least 1s (5m or more against Salesforce), rediscovery_interval and bridge_max_bytes >= 0")
 		}
 		host, _, err := net.SplitHostPort(ps.Endpoint)
 		switch {
