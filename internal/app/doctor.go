@@ -192,6 +192,7 @@ func checkPubSub(ctx context.Context, cfg *config.Config, a *salesforce.Auth) []
 	if err != nil {
 		return []Check{{"pubsub", Fail, err.Error()}}
 	}
+	defer src.Close()
 	topics, err := src.Topics(ctx)
 	var out []Check
 	if err != nil {

@@ -43,6 +43,13 @@ type Org struct {
 	mints int
 }
 
+// SetSObjects changes SObjects while the org serves.
+func (o *Org) SetSObjects(names ...string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.SObjects = names
+}
+
 // SetDelay changes Delay while the org serves.
 func (o *Org) SetDelay(d time.Duration) {
 	o.mu.Lock()

@@ -105,6 +105,7 @@ type Hooks struct {
 type Source struct {
 	auth    *salesforce.Auth
 	spec    Spec
+	conn    *grpc.ClientConn
 	client  eventbus.PubSubClient
 	schemas *schemas
 	clock   ports.Clock
@@ -166,7 +167,7 @@ func New(auth *salesforce.Auth, spec Spec, clk ports.Clock, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("salesforce pubsub: endpoint %q: %w", spec.Endpoint, err)
 	}
-	s := &Source{auth: auth, spec: spec, client: eventbus.NewPubSubClient(conn), clock: clk, log: log,
+	s := &Source{auth: auth, spec: spec, conn: conn, client: eventbus.NewPubSubClient(conn), clock: clk, log: log,
 		include: globs(spec.Include), exclude: globs(spec.Exclude)}
 	s.schemas = newSchemas(s.fetchSchema)
 	return s, nil
@@ -196,6 +197,10 @@ func matchAny(res []*regexp.Regexp, s string) bool {
 
 // Name implements ports.Source.
 func (s *Source) Name() string { return "pubsub" }
+
+// Close closes the gRPC connection (the daemon's source lives as long as
+// the process; the doctor closes its own).
+func (s *Source) Close() error { return s.conn.Close() }
 
 // Lane implements ports.Source: streams are realtime.
 func (s *Source) Lane() ports.Lane { return ports.LaneRealtime }

@@ -330,3 +330,26 @@ func TestTopicsDiscoveredAndFiltered(t *testing.T) {
 		t.Fatal("a topic without /event/ or /data/ was accepted")
 	}
 }
+
+func TestRediscoveryJoinsNewTopicsAndSchemasAreFetchedOnce(t *testing.T) {
+	e := newEnv(t, pubsub.Spec{Topics: []string{"*"}, ReplayPreset: pubsub.Earliest, RediscoveryInterval: 50 * time.Millisecond}, func(s *fakepubsub.Server) {
+		s.AddTopic("/event/ApiEventStream", fakepubsub.LoginEventStreamSchema) // the same schema id as the login stream
+	})
+	e.org.SetSObjects("LoginEventStream")
+	e.srv.Append(fakepubsub.LoginTopic, loginEvents(0, 3)...)
+	e.srv.Append("/event/ApiEventStream", loginEvents(100, 103)...)
+	s := &sink{}
+	got := e.run(t, nil, s, func(es []ports.Entry) bool {
+		if len(events(es)) == 3 {
+			e.org.SetSObjects("LoginEventStream", "ApiEventStream") // appears later
+		}
+		return len(events(es)) >= 6
+	})
+	types := map[string]int{}
+	for _, en := range got {
+		types[en.Labels["event_type"]]++
+	}
+	if types["LoginEventStream"] != 3 || types["ApiEventStream"] != 3 || e.srv.SchemaCalls() != 1 {
+		t.Fatalf("entries by type %v, %d GetSchema calls: want both topics, one schema fetch", types, e.srv.SchemaCalls())
+	}
+}
