@@ -163,7 +163,7 @@ func New(auth *salesforce.Auth, spec Spec, clk ports.Clock, log *slog.Logger) (*
 	}
 	conn, err := grpc.NewClient(spec.Endpoint, grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(128<<20)))
 	if err != nil {
 		return nil, fmt.Errorf("salesforce pubsub: endpoint %q: %w", spec.Endpoint, err)
 	}
