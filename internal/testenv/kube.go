@@ -39,6 +39,7 @@ type KubeServer struct {
 	URL   string
 	dir   string
 	procs []*exec.Cmd
+	done  []chan struct{} // closed when procs[i] has exited
 	logs  []*Buffer
 }
 
@@ -47,18 +48,28 @@ type KubeServer struct {
 // it with Stop (a TestMain shares one server across a package's tests).
 func StartKube(t testing.TB) *KubeServer {
 	t.Helper()
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		var k *KubeServer
+		if k, err = startKube(t); err == nil {
+			return k
+		}
+		t.Logf("kube-apiserver attempt %d: %v", attempt, err)
+	}
+	t.Fatalf("kube-apiserver not ready after 3 attempts: %v", err)
+	return nil
+}
+
+// startKube is one attempt; a server that exits early (a port taken in the
+// meantime) fails it at once.
+func startKube(t testing.TB) (*KubeServer, error) {
+	t.Helper()
 	etcdBin, apiBin := Binary(t, "etcd"), Binary(t, "kube-apiserver")
 	dir, err := os.MkdirTemp("", "sf2loki-kube-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := &KubeServer{dir: dir}
-	ok := false
-	defer func() {
-		if !ok {
-			k.Stop()
-		}
-	}()
 	clientPort, peerPort, apiPort := FreePort(t), FreePort(t), FreePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 	k.start(t, etcdBin,
@@ -90,10 +101,11 @@ func StartKube(t testing.TB) *KubeServer {
 		"--v", "0")
 	k.URL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	if err := k.waitReady(90 * time.Second); err != nil {
-		t.Fatalf("kube-apiserver not ready: %v\n%s", err, k.output())
+		out := k.output()
+		k.Stop()
+		return nil, fmt.Errorf("%w\n%s", err, out)
 	}
-	ok = true
-	return k
+	return k, nil
 }
 
 func (k *KubeServer) start(t testing.TB, bin string, args ...string) {
@@ -104,7 +116,13 @@ func (k *KubeServer) start(t testing.TB, bin string, args ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
 	k.procs = append(k.procs, cmd)
+	k.done = append(k.done, done)
 	k.logs = append(k.logs, out)
 }
 
@@ -125,9 +143,11 @@ func (k *KubeServer) waitReady(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	var last string
 	for time.Now().Before(deadline) {
-		for _, p := range k.procs {
-			if p.ProcessState != nil {
-				return fmt.Errorf("%s exited", p.Path)
+		for i, d := range k.done {
+			select {
+			case <-d:
+				return fmt.Errorf("%s exited", k.procs[i].Path)
+			default:
 			}
 		}
 		req, _ := http.NewRequest(http.MethodGet, k.URL+"/readyz", nil)
@@ -151,7 +171,7 @@ func (k *KubeServer) waitReady(limit time.Duration) error {
 func (k *KubeServer) Stop() {
 	for i := len(k.procs) - 1; i >= 0; i-- {
 		_ = k.procs[i].Process.Kill()
-		_ = k.procs[i].Wait()
+		<-k.done[i]
 	}
 	_ = os.RemoveAll(k.dir)
 }

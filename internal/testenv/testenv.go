@@ -12,10 +12,13 @@ package testenv
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -77,15 +80,50 @@ func Binary(t testing.TB, name string) string {
 	return p
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that was free a moment ago, below
+// the ephemeral range and never the same twice in one process.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := ephemeralLow()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := minPort + rand.IntN(low-minPort)
+		if handedOut[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		handedOut[p] = true
+		return p
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port in %d–%d", minPort, low-1)
+	return 0
+}
+
+// minPort is the lowest port FreePort hands out.
+const minPort = 10000
+
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// ephemeralLow is the start of the kernel's ephemeral port range (32768 if
+// it cannot be read): the ports outgoing connections take their local end
+// from. FreePort stays below it, so no connection made by any process can
+// take the port between FreePort and the server's bind.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(data)); err == nil && len(f) == 2 {
+		if n, err := strconv.Atoi(f[0]); err == nil && n > minPort+1000 {
+			return n
+		}
+	}
+	return 32768
 }
 
 // CodeBlocks returns the bodies of the ```lang fenced blocks in the

@@ -267,13 +267,14 @@ func (s *Server) Subscribe(stream grpc.BidiStreamingServer[eventbus.FetchRequest
 			next = sub.ReplayID
 		}
 	}
-	stallAfter, stalls := s.StallAfter[sub.Topic]
+	if refuse != nil {
+		s.mu.Unlock()
+		return refuse
+	}
+	stallAfter, stalls := s.StallAfter[sub.Topic] // for an accepted stream only
 	delete(s.StallAfter, sub.Topic)
 	keepalive := s.KeepaliveEvery
 	s.mu.Unlock()
-	if refuse != nil {
-		return refuse
-	}
 	if keepalive <= 0 {
 		keepalive = 100 * time.Millisecond
 	}
