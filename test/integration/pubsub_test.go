@@ -101,8 +101,8 @@ func TestPubSubSourceEndToEnd(t *testing.T) {
 	login := `topic="/event/LoginEventStream"`
 	if u, s, r := d.metric(t, `sf2loki_pubsub_events_total{`+login+`,what="undecodable"}`), d.metric(t, `sf2loki_pubsub_events_total{`+login+`,what="stalled"}`),
 		d.metric(t, `sf2loki_pubsub_reconnects_total{reason="unauthenticated",`+"topic=\"/event/LoginEventStream\"}")+
-			d.metric(t, `sf2loki_pubsub_reconnects_total{reason="unauthenticated",`+"topic=\"/data/AccountChangeEvent\"}"); u != 1 || s != 1 || r != 1 {
-		t.Fatalf("undecodable %v, stalled %v, unauthenticated reconnects %v: want 1 each", u, s, r)
+			d.metric(t, `sf2loki_pubsub_reconnects_total{reason="unauthenticated",`+"topic=\"/data/AccountChangeEvent\"}"); u != 1 || s < 1 || r != 1 {
+		t.Fatalf("undecodable %v, stalled %v, unauthenticated reconnects %v: want 1, at least 1 (the injected stall), 1", u, s, r)
 	}
 	d.signal(t, syscall.SIGTERM)
 	d.waitExit(t, 30*time.Second)
