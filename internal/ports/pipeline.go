@@ -53,7 +53,9 @@ type Source interface {
 	Lane() Lane
 	// Run streams entries through emit, starting after the positions that
 	// resume returns, until ctx ends or the source is exhausted. emit blocks
-	// while the lane is full (backpressure) and fails once ctx ends.
+	// while the lane is full (backpressure) and fails once ctx ends; it is
+	// safe for concurrent use (a source may emit from one goroutine per
+	// object, type or topic).
 	Run(ctx context.Context, resume func(key string) (string, bool), emit func(Entry) error) error
 }
 

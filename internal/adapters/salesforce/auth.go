@@ -486,6 +486,29 @@ func (b *idleBody) Close() error {
 	return b.rc.Close()
 }
 
+// GetJSON GETs path (below the instance URL) with auth and decodes the
+// JSON answer into v; any status but 200 is an error quoting the body.
+func GetJSON(ctx context.Context, auth *Auth, path string, v any) error {
+	resp, err := auth.Do(ctx, func(tok *Token) (*http.Request, error) {
+		return http.NewRequest(http.MethodGet, tok.InstanceURL+path, nil)
+	})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return ports.Transient("get", fmt.Errorf("salesforce: reading %s: %w", path, err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("salesforce: %s answered %d: %s", path, resp.StatusCode, snippet(body))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("salesforce: %s answered 200 with a body that is not the expected JSON (%w): %s", path, err, snippet(body))
+	}
+	return nil
+}
+
 // OrgID returns the configured org id, or asks /services/oauth2/userinfo
 // once and caches the answer.
 func (a *Auth) OrgID(ctx context.Context) (string, error) {
@@ -495,19 +518,14 @@ func (a *Auth) OrgID(ctx context.Context) (string, error) {
 	if id != "" {
 		return id, nil
 	}
-	resp, err := a.Do(ctx, func(tok *Token) (*http.Request, error) {
-		return http.NewRequest(http.MethodGet, tok.InstanceURL+"/services/oauth2/userinfo", nil)
-	})
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var info struct {
 		OrganizationID string `json:"organization_id"`
 	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &info) != nil || info.OrganizationID == "" {
-		return "", fmt.Errorf("salesforce: userinfo answered %d without organization_id (set salesforce.org_id): %s", resp.StatusCode, snippet(body))
+	if err := GetJSON(ctx, a, "/services/oauth2/userinfo", &info); err != nil {
+		return "", fmt.Errorf("salesforce: asking userinfo for the org id (or set salesforce.org_id): %w", err)
+	}
+	if info.OrganizationID == "" {
+		return "", errors.New("salesforce: userinfo answered without organization_id (the token needs the openid scope); set salesforce.org_id")
 	}
 	a.mu.Lock()
 	a.orgID = info.OrganizationID

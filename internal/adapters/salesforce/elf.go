@@ -122,12 +122,6 @@ func (p *elfPos) encode() string {
 // most concurrency at once) lists its new files and streams them.
 func (s *ELFSource) Run(ctx context.Context, resume func(string) (string, bool), emit func(ports.Entry) error) error {
 	positions := map[string]*elfPos{}
-	var mu sync.Mutex // emit is called from several types at once
-	safeEmit := func(e ports.Entry) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return emit(e)
-	}
 	for {
 		types, err := s.types(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -144,7 +138,7 @@ func (s *ELFSource) Run(ctx context.Context, resume func(string) (string, bool),
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				if err := s.poll(ctx, t, pos, safeEmit); err != nil && ctx.Err() == nil {
+				if err := s.poll(ctx, t, pos, emit); err != nil && ctx.Err() == nil {
 					s.log.Warn("eventlogfile poll stopped for this cycle", "event_type", t, "error", err)
 				}
 			})

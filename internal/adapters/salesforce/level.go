@@ -1,9 +1,21 @@
 package salesforce
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
+
+// RecordLevel is Level over a decoded record (a SOQL row, a Pub/Sub
+// event): a field's value as text, "" when absent or null.
+func RecordLevel(rec map[string]any) string {
+	return Level(func(k string) string {
+		if v, ok := rec[k]; ok && v != nil {
+			return fmt.Sprint(v)
+		}
+		return ""
+	})
+}
 
 // Level derives a row's level (error, warn or info), sent as structured
 // metadata, from the fields Salesforce uses for outcomes: exception and

@@ -242,13 +242,7 @@ func (s *SOQLSource) entry(o ObjectSpec, rec map[string]any, t time.Time, cur *c
 	if err != nil {
 		return ports.Entry{}, err
 	}
-	level := Level(func(k string) string {
-		if v, ok := rec[k]; ok && v != nil {
-			return fmt.Sprint(v)
-		}
-		return ""
-	})
-	return ports.Entry{Time: t, Line: string(line), Metadata: map[string]string{"level": level},
+	return ports.Entry{Time: t, Line: string(line), Metadata: map[string]string{"level": RecordLevel(rec)},
 		Labels:     map[string]string{"source": "eventlog_objects", "event_type": o.Name},
 		Checkpoint: ports.Checkpoint{Key: SOQLKeyPrefix + o.Name, Value: string(pos)}}, nil
 }
@@ -317,21 +311,10 @@ func Describe(ctx context.Context, auth *Auth, apiVersion, object string) (bool,
 	if !identifier.MatchString(object) {
 		return false, fmt.Errorf("salesforce: %q is not an object name", object)
 	}
-	resp, err := auth.Do(ctx, func(tok *Token) (*http.Request, error) {
-		return http.NewRequest(http.MethodGet, fmt.Sprintf("%s/services/data/v%s/sobjects/%s/describe", tok.InstanceURL, apiVersion, object), nil)
-	})
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("salesforce: describe %s answered %d: %s", object, resp.StatusCode, snippet(body))
-	}
 	var d struct {
 		Queryable bool `json:"queryable"`
 	}
-	if err := json.Unmarshal(body, &d); err != nil {
+	if err := GetJSON(ctx, auth, fmt.Sprintf("/services/data/v%s/sobjects/%s/describe", apiVersion, object), &d); err != nil {
 		return false, fmt.Errorf("salesforce: describe %s: %w", object, err)
 	}
 	return d.Queryable, nil

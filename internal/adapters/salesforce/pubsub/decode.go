@@ -2,7 +2,6 @@ package pubsub
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -168,7 +167,8 @@ func plain(schema avro.Schema, v any) any {
 
 // eventTime is the record's EventDate, else CreatedDate, else its
 // ChangeEventHeader.commitTimestamp (Avro longs in epoch milliseconds; an
-// ISO string is read too). ok is false when none is there.
+// ISO string, or a timestamp-millis logical type, is read too). ok is false
+// when none is there.
 func eventTime(rec map[string]any) (time.Time, bool) {
 	if t, ok := timeOf(rec["EventDate"]); ok {
 		return t, true
@@ -184,15 +184,8 @@ func eventTime(rec map[string]any) (time.Time, bool) {
 
 func timeOf(v any) (time.Time, bool) {
 	switch x := v.(type) {
-	case int64:
+	case int64: // an Avro long: how Salesforce sends datetimes
 		return time.UnixMilli(x).UTC(), x > 0
-	case int32:
-		return time.UnixMilli(int64(x)).UTC(), x > 0
-	case float64:
-		return time.UnixMilli(int64(x)).UTC(), x > 0
-	case json.Number:
-		n, err := x.Int64()
-		return time.UnixMilli(n).UTC(), err == nil && n > 0
 	case string:
 		t, err := time.Parse(time.RFC3339Nano, x)
 		return t.UTC(), err == nil

@@ -6,6 +6,7 @@
 package pubsub
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -15,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -271,26 +271,12 @@ func (s *Source) Topics(ctx context.Context) ([]string, error) {
 // discover lists the *EventStream objects (the Real-Time Event Monitoring
 // streams) as /event/<Name> topics.
 func (s *Source) discover(ctx context.Context) ([]string, error) {
-	resp, err := s.auth.Do(ctx, func(tok *salesforce.Token) (*http.Request, error) {
-		return http.NewRequest(http.MethodGet, fmt.Sprintf("%s/services/data/v%s/sobjects/", tok.InstanceURL, s.spec.APIVersion), nil)
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, ports.Transient("describeGlobal", fmt.Errorf("salesforce pubsub: reading describeGlobal: %w", err))
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("salesforce pubsub: describeGlobal answered %d: %.300s", resp.StatusCode, body)
-	}
 	var d struct {
 		SObjects []struct {
 			Name string `json:"name"`
 		} `json:"sobjects"`
 	}
-	if err := json.Unmarshal(body, &d); err != nil {
+	if err := salesforce.GetJSON(ctx, s.auth, fmt.Sprintf("/services/data/v%s/sobjects/", s.spec.APIVersion), &d); err != nil {
 		return nil, fmt.Errorf("salesforce pubsub: describeGlobal: %w", err)
 	}
 	var out []string
@@ -329,7 +315,7 @@ func (s *Source) Run(ctx context.Context, resume func(string) (string, bool), em
 	for {
 		var again <-chan time.Time
 		if discovering && (s.spec.RediscoveryInterval > 0 || len(running) == 0) {
-			again = s.clock.After(cmpOr(s.spec.RediscoveryInterval, time.Minute))
+			again = s.clock.After(cmp.Or(s.spec.RediscoveryInterval, time.Minute))
 		}
 		select {
 		case <-ctx.Done():
@@ -338,13 +324,6 @@ func (s *Source) Run(ctx context.Context, resume func(string) (string, bool), em
 			join()
 		}
 	}
-}
-
-func cmpOr(d, fallback time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return fallback
 }
 
 // position is where a topic's next stream starts.
@@ -580,13 +559,7 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 	if err != nil {
 		return fmt.Errorf("salesforce pubsub: %s event %s: %w", topic, ev.GetEvent().GetId(), err)
 	}
-	level := salesforce.Level(func(k string) string {
-		if v, ok := rec[k]; ok && v != nil {
-			return fmt.Sprint(v)
-		}
-		return ""
-	})
-	return emit(ports.Entry{Time: t, Line: string(line), Metadata: map[string]string{"level": level},
+	return emit(ports.Entry{Time: t, Line: string(line), Metadata: map[string]string{"level": salesforce.RecordLevel(rec)},
 		Labels: map[string]string{"source": "pubsub", "event_type": topic[strings.LastIndexByte(topic, '/')+1:]}, Checkpoint: cp})
 }
 
