@@ -126,26 +126,23 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	}
 	gauge("sf2loki_leader", "1 while this replica leads with a valid fence, 0 otherwise: the sum over replicas is 1 in steady state.", &t.leader)
 	gauge("sf2loki_lease_epoch", "The epoch of the current leadership (0 on a standby).", &t.epoch)
+	counter := func(dst *metric.Int64Counter, name, desc string) {
+		var err error
+		*dst, err = m.Int64Counter(name, metric.WithDescription(desc))
+		errs = append(errs, err)
+	}
+	counter(&t.transitions, "sf2loki_lease_transitions", "Lease transitions by kind.")
+	counter(&t.renewFails, "sf2loki_lease_renew_failures", "Renewal rounds that failed without losing the lease.")
+	counter(&t.commits, "sf2loki_checkpoint_commits", "Checkpoint writes by outcome: ok, conflict, fenced, recovered, error.")
 	var err error
-	t.transitions, err = m.Int64Counter("sf2loki_lease_transitions", metric.WithDescription("Lease transitions by kind."))
-	errs = append(errs, err)
-	t.renewFails, err = m.Int64Counter("sf2loki_lease_renew_failures", metric.WithDescription("Renewal rounds that failed without losing the lease."))
-	errs = append(errs, err)
-	t.commits, err = m.Int64Counter("sf2loki_checkpoint_commits", metric.WithDescription("Checkpoint writes by outcome: ok, conflict, fenced, recovered, error."))
-	errs = append(errs, err)
 	t.commitTime, err = m.Float64Histogram("sf2loki_checkpoint_commit_duration", metric.WithUnit("s"),
 		metric.WithDescription("Time to write a checkpoint, retries included."))
 	errs = append(errs, err)
-	t.requests, err = m.Int64Counter("sf2loki_objectstore_requests", metric.WithDescription("Requests to the lease and checkpoint stores by backend, operation and outcome."))
-	errs = append(errs, err)
-	t.sfThrottled, err = m.Int64Counter("sf2loki_salesforce_throttled", metric.WithDescription("REQUEST_LIMIT_EXCEEDED answers by API; every object then waits one interval."))
-	errs = append(errs, err)
-	t.unreadable, err = m.Int64Counter("sf2loki_checkpoint_unreadable", metric.WithDescription("Stored checkpoints a source could not read, by source; each restarts from its lookback window."))
-	errs = append(errs, err)
-	t.pubsub, err = m.Int64Counter("sf2loki_pubsub_events", metric.WithDescription("Pub/Sub events and streams by topic and what happened: undecodable (skipped), replay_fallback (a refused replay id restarted the topic from EARLIEST), stalled (no response within stall_timeout)."))
-	errs = append(errs, err)
-	t.reconnects, err = m.Int64Counter("sf2loki_pubsub_reconnects", metric.WithDescription("Pub/Sub subscriptions reopened, by topic and reason."))
-	errs = append(errs, err)
+	counter(&t.requests, "sf2loki_objectstore_requests", "Requests to the lease and checkpoint stores by backend, operation and outcome.")
+	counter(&t.sfThrottled, "sf2loki_salesforce_throttled", "REQUEST_LIMIT_EXCEEDED answers by API; every object then waits one interval.")
+	counter(&t.unreadable, "sf2loki_checkpoint_unreadable", "Stored checkpoints a source could not read, by source; each restarts from its lookback window.")
+	counter(&t.pubsub, "sf2loki_pubsub_events", "Pub/Sub events and streams by topic and what happened: undecodable (skipped), replay_fallback (a refused replay id restarted the topic from EARLIEST), stalled (no response within stall_timeout).")
+	counter(&t.reconnects, "sf2loki_pubsub_reconnects", "Pub/Sub subscriptions reopened, by topic and reason.")
 	return errors.Join(errs...)
 }
 
