@@ -207,11 +207,7 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 			producers[id].Wait()
 			close(l.ch)
 		}()
-		consumers.Go(func() {
-			if err := p.consume(drain, l, commits, poisoned); err != nil {
-				fail(err)
-			}
-		})
+		consumers.Go(func() { p.consume(drain, l, commits, poisoned, fail) })
 	}
 	consumers.Wait()
 	return firstErr
@@ -237,23 +233,27 @@ func (l *lane) push(ctx context.Context, e ports.Entry) error {
 	}
 }
 
-// consume batches the lane until it is closed and empty. After a fatal
-// error it keeps emptying the lane (so producers never block) without
-// pushing.
-func (p *Pipeline) consume(drain context.Context, l *lane, commits CheckpointWriter, poisoned *poison) error {
+// consume batches the lane until it is closed and empty. A fatal error is
+// reported through fail at once, which stops the sources: the lane closes
+// only after they stop, so waiting to report it until the lane is empty
+// would wait forever on a live source. After it, the consumer keeps
+// emptying the lane (so producers never block) without pushing.
+func (p *Pipeline) consume(drain context.Context, l *lane, commits CheckpointWriter, poisoned *poison, fail func(error)) {
 	var fatal error
 	for {
 		batch, cost, open := p.collect(l)
 		if len(batch) > 0 {
 			if fatal == nil {
-				fatal = p.flush(drain, l, batch, commits, poisoned)
+				if fatal = p.flush(drain, l, batch, commits, poisoned); fatal != nil {
+					fail(fatal)
+				}
 			} else {
 				poisoned.add(batch)
 			}
 			l.bytes.release(cost)
 		}
 		if !open {
-			return fatal
+			return
 		}
 	}
 }

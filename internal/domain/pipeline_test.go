@@ -435,3 +435,55 @@ func TestPipelineDrainStopsCommittingWhenTheFenceCloses(t *testing.T) {
 		}
 	})
 }
+
+// endlessSource emits entries for key until ctx ends, like a live source.
+type endlessSource struct {
+	key string
+	clk ports.Clock
+}
+
+func (*endlessSource) Name() string     { return "endless" }
+func (*endlessSource) Lane() ports.Lane { return ports.LaneBulk }
+func (s *endlessSource) Run(ctx context.Context, _ func(string) (string, bool), emit func(ports.Entry) error) error {
+	for i := 0; ; i++ {
+		if err := emit(entries(s.key, i, 1)[0]); err != nil {
+			return err
+		}
+		select {
+		case <-s.clk.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// A checkpoint conflict while the leader's sources keep producing must end
+// Run with the conflict (so the daemon reloads and resumes) instead of
+// draining the lane forever: the consumer that hit the conflict stops the
+// sources itself rather than waiting for a lane that only closes once they
+// stop.
+func TestPipelineConflictStopsLiveSourcesAndReturns(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		lane := smallLane
+		lane.BatchEntries = 5
+		log := &commitLog{err: func(n int) error {
+			if n == 2 {
+				return &domain.ConflictError{Object: "mem://state", Op: "commit", Err: ports.ErrPreconditionFailed}
+			}
+			return nil
+		}}
+		sink := &recordingSink{}
+		p := newPipeline(t, sink, clk, lane)
+		done := make(chan error, 1)
+		go func() {
+			done <- p.Run(t.Context(), t.Context(), log, noResume, []ports.Source{&endlessSource{key: "k", clk: clk}})
+		}()
+		settle(t, clk, time.Minute, func() bool { return len(done) == 1 })
+		if err := <-done; !errors.Is(err, domain.ErrConflict) {
+			t.Fatalf("Run: %v, want the conflict", err)
+		}
+		if c := log.all(); len(c) != 1 {
+			t.Fatalf("commits %v, want only the one before the conflict", c)
+		}
+	})
+}
