@@ -60,6 +60,13 @@ var (
 	// this one its own resource.
 	ErrAlreadyRunning = errors.New("another process holds the lock")
 
+	// ErrTooLarge means a stored object is larger than the adapter's size cap
+	// (its constructor's MaxSize), so it was not read: Get returns it with
+	// the object's Version and no Data, and the object must be treated as
+	// corrupt (a caller may still replace it with an IfVersion write). Put
+	// returns it for data over the cap, with nothing written. Not transient.
+	ErrTooLarge = errors.New("object larger than the size cap")
+
 	// ErrInvalidPrecondition is returned for a precondition that makes no sense
 	// for the operation: Delete with CreateOnly, or IfVersion with an empty
 	// Version. It is a programming error, never a backend answer.

@@ -42,6 +42,10 @@ func TestClassifyErrno(t *testing.T) {
 			t.Errorf("%v: the OS error is not wrapped: %v", tc.err, got)
 		}
 	}
+	if got := s.classify("put", &fs.PathError{Op: "open", Path: s.path, Err: syscall.EROFS}); !strings.Contains(got.Error(), "read-only filesystem") ||
+		strings.Contains(got.Error(), "ownership and mode") {
+		t.Errorf("EROFS message: %v", got)
+	}
 	if got := s.classify("get", fmt.Errorf("x: %w", syscall.EISDIR)); got == nil || !strings.Contains(got.Error(), "is a directory") {
 		t.Errorf("EISDIR message: %v", got)
 	}

@@ -4,6 +4,8 @@
 // open-file-description lock on a sidecar <path>.lock only for the
 // compare-and-write, then replaces the file atomically (temp file, fsync,
 // rename, fsync of the directory). Reads take no lock: renames are atomic.
+// The first write of a Store removes temp files that interrupted writes
+// left behind (older than StaleTempAge). Documents are capped at MaxSize.
 //
 // Imports: internal/ports and golang.org/x/sys/unix.
 package file
@@ -14,9 +16,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,7 +34,16 @@ import (
 const (
 	DefaultMode        os.FileMode = 0o640
 	DefaultLockTimeout             = 2 * time.Second
+	// DefaultMaxSize is the cap on a document when Config.MaxSize is 0:
+	// the checkpoint document's cap, far above any lease record.
+	DefaultMaxSize int64 = 16 << 20
 )
+
+// StaleTempAge is how old a temp file left next to the document by an
+// interrupted write (.<name>.tmp-*) must be before a write removes it. A
+// write holds its temp file for milliseconds, under the write lock; the
+// age guards filesystems that do not honour the lock.
+const StaleTempAge = 10 * time.Minute
 
 // Config names one file.
 type Config struct {
@@ -41,6 +55,10 @@ type Config struct {
 	// LockTimeout bounds the wait for the write lock; a timeout is
 	// transient (default 2s).
 	LockTimeout time.Duration
+	// MaxSize caps the document: Get does not read a larger file (it
+	// returns ports.ErrTooLarge) and Put refuses larger data (default
+	// DefaultMaxSize).
+	MaxSize int64
 }
 
 // Store is one file with compare-and-swap.
@@ -49,6 +67,8 @@ type Store struct {
 	lockPath    string
 	mode        os.FileMode
 	lockTimeout time.Duration
+	maxSize     int64
+	swept       atomic.Bool // stale temp files removed (by the first write)
 }
 
 var _ ports.ObjectCAS = (*Store)(nil)
@@ -66,7 +86,10 @@ func New(cfg Config) (*Store, error) {
 	if st, err := os.Stat(abs); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("file://%s is a directory; point the path at a file inside it, e.g. %s", abs, filepath.Join(abs, "state.json"))
 	}
-	s := &Store{path: abs, lockPath: abs + ".lock", mode: cfg.Mode, lockTimeout: cfg.LockTimeout}
+	s := &Store{path: abs, lockPath: abs + ".lock", mode: cfg.Mode, lockTimeout: cfg.LockTimeout, maxSize: cfg.MaxSize}
+	if s.maxSize <= 0 {
+		s.maxSize = DefaultMaxSize
+	}
 	if s.mode == 0 {
 		s.mode = DefaultMode
 	}
@@ -82,21 +105,59 @@ func (s *Store) String() string { return "file://" + s.path }
 // Path returns the absolute path of the file.
 func (s *Store) Path() string { return s.path }
 
+// hashFile returns the version of the file's content, read as a stream.
+func hashFile(path string) (ports.Version, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return ports.Version(hex.EncodeToString(h.Sum(nil))), nil
+}
+
 func versionOf(data []byte) ports.Version {
 	sum := sha256.Sum256(data)
 	return ports.Version(hex.EncodeToString(sum[:]))
 }
 
-// Get implements ports.ObjectCAS.
+// Get implements ports.ObjectCAS. A file over the size cap is not read
+// into memory: its Version is hashed from the stream and the error wraps
+// ports.ErrTooLarge.
 func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 	if err := ctx.Err(); err != nil {
 		return ports.Object{}, fmt.Errorf("get %s: %w", s, err)
 	}
-	data, err := os.ReadFile(s.path)
+	f, err := os.Open(s.path)
 	if err != nil {
 		return ports.Object{}, s.classify("get", err)
 	}
-	return ports.Object{Data: data, Version: versionOf(data)}, nil
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, s.maxSize+1))
+	if err != nil {
+		return ports.Object{}, s.classify("get", err)
+	}
+	if int64(len(data)) <= s.maxSize {
+		return ports.Object{Data: data, Version: versionOf(data)}, nil
+	}
+	// Hash the rest without holding it: the version must be the content's.
+	h := sha256.New()
+	h.Write(data)
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return ports.Object{}, s.classify("get", err)
+	}
+	v := ports.Version(hex.EncodeToString(h.Sum(nil)))
+	return ports.Object{Version: v}, s.tooLarge("get", int64(len(data))+n)
+}
+
+// tooLarge is the error for a document of size bytes over the cap.
+func (s *Store) tooLarge(op string, size int64) error {
+	return fmt.Errorf("%s %s: %w: the document is %d bytes, the cap is %d; it is not a document sf2loki wrote: "+
+		"move it aside (the daemon then starts from an absent document)", op, s, ports.ErrTooLarge, size, s.maxSize)
 }
 
 // Put implements ports.ObjectCAS.
@@ -104,8 +165,12 @@ func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (p
 	if err := pre.Validate(false); err != nil {
 		return "", err
 	}
+	if int64(len(data)) > s.maxSize {
+		return "", fmt.Errorf("put %s: %w: the document is %d bytes, the cap is %d; nothing was written", s, ports.ErrTooLarge, len(data), s.maxSize)
+	}
 	var v ports.Version
 	err := s.locked(ctx, "put", func() error {
+		s.sweep()
 		if err := s.check("put", pre); err != nil {
 			return err
 		}
@@ -134,9 +199,35 @@ func (s *Store) Delete(ctx context.Context, pre ports.Precondition) error {
 	})
 }
 
-// check compares the file with pre; the write lock is held.
+// sweep removes the temp files interrupted writes left next to the file
+// (.<name>.tmp-*, e.g. after a kill -9 between create and rename) that are
+// older than StaleTempAge, once per Store. The write lock is held, so no
+// write that honours it is in progress. Failures are ignored: a leftover
+// temp file costs only space.
+func (s *Store) sweep() {
+	if s.swept.Swap(true) {
+		return
+	}
+	dir := filepath.Dir(s.path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := "." + filepath.Base(s.path) + ".tmp-"
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > StaleTempAge {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// check compares the file with pre; the write lock is held. The version is
+// hashed from the stream: an oversized file is never held in memory.
 func (s *Store) check(op string, pre ports.Precondition) error {
-	cur, err := os.ReadFile(s.path)
+	cur, err := hashFile(s.path)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return s.classify(op, err)
@@ -151,7 +242,7 @@ func (s *Store) check(op string, pre ports.Precondition) error {
 	if !exists {
 		return fmt.Errorf("%s %s (%s): %w", op, s, pre, ports.ErrNotFound)
 	}
-	if got := versionOf(cur); got != want {
+	if got := cur; got != want {
 		return fmt.Errorf("%s %s (%s, stored %q): %w", op, s, pre, got, ports.ErrPreconditionFailed)
 	}
 	return nil
@@ -266,7 +357,10 @@ func (s *Store) classify(op string, err error) error {
 		return fmt.Errorf("%s %s: %w: %w", op, s, ports.ErrNotFound, err)
 	case errors.Is(err, syscall.EISDIR):
 		return fmt.Errorf("%s %s: the path is a directory; point it at a file: %w", op, s, err)
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("%s %s: %w: read-only filesystem: mount the volume read-write, or point the path at a writable volume "+
+			"(a read-only container root needs a writable volume mounted for it): %w", op, s, ports.ErrPermissionDenied, err)
+	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%s %s: %w: check the ownership and mode of the file and its directory: %w", op, s, ports.ErrPermissionDenied, err)
 	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.ESTALE), errors.Is(err, syscall.ETIMEDOUT),
 		errors.Is(err, syscall.EINTR), errors.Is(err, syscall.EAGAIN):

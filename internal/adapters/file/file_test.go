@@ -433,3 +433,71 @@ func TestMultiProcessCreateOnlyOneWinner(t *testing.T) {
 		t.Fatalf("%d winners, %d losers of %d concurrent create-only writers", won, lost, procs)
 	}
 }
+
+func TestGetRefusesADocumentOverTheCap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leader.lease")
+	big := []byte(strings.Repeat("x", 4096))
+	if err := os.WriteFile(path, big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := file.New(file.Config{Path: path, MaxSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := s.Get(t.Context())
+	if !errors.Is(err, ports.ErrTooLarge) || obj.Data != nil || obj.Version == "" || !strings.Contains(err.Error(), "4096 bytes") {
+		t.Fatalf("Get of a 4096-byte file with a 1024-byte cap: %v (data %d bytes, version %q)", err, len(obj.Data), obj.Version)
+	}
+	// The version is the one a full read gives: the oversized document can
+	// still be replaced with an if-version write.
+	full := open(t, path)
+	whole, err := full.Get(t.Context())
+	if err != nil || whole.Version != obj.Version {
+		t.Fatalf("the default cap reads 4096 bytes: %v, version %q vs %q", err, whole.Version, obj.Version)
+	}
+	if _, err := s.Put(t.Context(), []byte("{}"), ports.IfVersion(obj.Version)); err != nil {
+		t.Fatalf("replacing the oversized document: %v", err)
+	}
+	// A write over the cap is refused and writes nothing.
+	if _, err := s.Put(t.Context(), big, ports.CreateOnly()); !errors.Is(err, ports.ErrTooLarge) {
+		t.Fatalf("Put over the cap: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "{}" {
+		t.Fatalf("the file after a refused write: %q", b)
+	}
+	// The default cap: file.DefaultMaxSize.
+	huge := filepath.Join(t.TempDir(), "state.json")
+	if err := os.WriteFile(huge, make([]byte, file.DefaultMaxSize+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(t, huge).Get(t.Context()); !errors.Is(err, ports.ErrTooLarge) {
+		t.Fatalf("Get over the default cap: %v", err)
+	}
+}
+
+func TestFirstWriteRemovesStaleTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	stale := filepath.Join(dir, ".state.json.tmp-111")
+	fresh := filepath.Join(dir, ".state.json.tmp-222")
+	other := filepath.Join(dir, ".other.json.tmp-333")
+	old := time.Now().Add(-file.StaleTempAge - time.Minute)
+	for _, p := range []string{stale, fresh, other} {
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if p != fresh {
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := open(t, path).Put(t.Context(), []byte("{}"), ports.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	if exists(stale) || !exists(fresh) || !exists(other) {
+		t.Fatalf("after the first write: stale kept %v, fresh kept %v, other file's temp kept %v; want false, true, true",
+			exists(stale), exists(fresh), exists(other))
+	}
+}
