@@ -140,6 +140,7 @@ func (c *CheckpointCommitter) Reset() {
 	c.sem <- struct{}{}
 	defer c.unlock()
 	c.loaded, c.doc, c.version = false, nil, ""
+	c.req.unknown = nil // the next write is against a fresh read
 }
 
 // StoredEpoch reads the document fresh (bypassing the cache) and returns its
@@ -326,31 +327,53 @@ func (c *CheckpointCommitter) update(ctx context.Context, op string, mutate func
 		}
 		return err
 	}
-	next := maps.Clone(c.doc)
-	changed := mutate(next)
-	if c.epoch != 0 && next[FenceEpochKey] != formatEpoch(c.epoch) {
-		next[FenceEpochKey] = formatEpoch(c.epoch)
-		changed = true
+	build := func(base map[string]string) (map[string]string, []byte, bool, error) {
+		next := maps.Clone(base)
+		changed := mutate(next)
+		if c.epoch != 0 && next[FenceEpochKey] != formatEpoch(c.epoch) {
+			next[FenceEpochKey] = formatEpoch(c.epoch)
+			changed = true
+		}
+		data, err := json.Marshal(next)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("%s to %s: encode: %w", op, c.cas, err)
+		}
+		return next, data, changed, nil
 	}
-	if !changed {
-		return nil
-	}
-	data, err := json.Marshal(next)
-	if err != nil {
-		return fmt.Errorf("%s to %s: encode: %w", op, c.cas, err)
+	next, data, changed, err := build(c.doc)
+	if err != nil || !changed {
+		return err
 	}
 	pre := ports.CreateOnly()
 	if c.version != "" {
 		pre = ports.IfVersion(c.version)
 	}
-	res, err := c.req.put(ctx, data, pre, func() error { return c.checkFence(op, time.Time{}) })
+	// An earlier write whose outcome was unknown landed: this write goes on
+	// top of it (the stored document, which is exactly what that write sent).
+	rebase := func(stored ports.Object) ([]byte, error) {
+		doc, err := c.decode(stored.Data)
+		if err != nil {
+			return nil, err
+		}
+		n, d, _, err := build(doc)
+		next = n
+		return d, err
+	}
+	res, err := c.req.putWith(ctx, data, pre, putOptions{before: func() error { return c.checkFence(op, time.Time{}) }, rebase: rebase})
 	switch {
 	case err == nil:
 		c.doc, c.version = next, res.version
-		if res.recovered {
-			c.log.Warn("checkpoint write landed though its acknowledgement was lost; adopted the stored version",
-				"op", op, "attempts", res.attempts)
-			c.report(EventRecoveredLostAck, op, start, res.attempts, nil)
+		if res.recovered || res.adopted {
+			why := "checkpoint write landed though its acknowledgement was lost; adopted the stored version"
+			if res.adopted {
+				why = "an earlier checkpoint write whose outcome was unknown had landed; adopted the stored version and wrote on top of it"
+			}
+			c.log.Warn(why, "op", op, "attempts", res.attempts)
+			reason := op
+			if res.adopted {
+				reason = op + ": an earlier write whose outcome was unknown had landed"
+			}
+			c.report(EventRecoveredLostAck, reason, start, res.attempts, nil)
 		}
 		kind := EventCommitted
 		if op == "claim" {

@@ -378,6 +378,9 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 	wall := now.UTC()
 	rec := LeaseRecord{Holder: k.cfg.Holder, Instance: k.cfg.Instance, Epoch: epoch, TTL: k.cfg.TTL.String(),
 		AcquiredAt: wall, RenewedAt: wall, ExpiresAt: wall.Add(k.cfg.TTL)}
+	// The claim rests on the read just made: a lost compare-and-swap now is
+	// another writer's, whatever an earlier write of ours did.
+	k.req.unknown = nil
 	res, werr := k.req.put(ctx, rec.Encode(), d.pre, nil)
 	if werr != nil {
 		if errors.Is(werr, errLostCAS) {
@@ -457,7 +460,11 @@ func (k *LeaseKeeper) renew(ctx context.Context) StepResult {
 		k.failures = 0
 		k.mu.Unlock()
 		var events []Event
-		if res.recovered {
+		switch {
+		case res.adopted:
+			k.log.Warn("an earlier renewal whose outcome was unknown had landed; adopted its version and renewed on top of it", "epoch", epoch, "attempts", res.attempts)
+			events = append(events, k.event(EventRecoveredLostAck, epoch, "an earlier renewal whose outcome was unknown had landed"))
+		case res.recovered:
 			k.log.Warn("renewal landed though its acknowledgement was lost; adopted the new version", "epoch", epoch, "attempts", res.attempts)
 			events = append(events, k.event(EventRecoveredLostAck, epoch, "renewal landed though its acknowledgement was lost"))
 		}

@@ -89,11 +89,22 @@ func (p RetryPolicy) backoff(n int, err error) time.Duration {
 // verify-on-retry for conditional writes. It is the one place in the core
 // that retries; lease writes, checkpoint commits, claims and deletes all go
 // through it.
+//
+// Verify-on-retry spans calls: when a call gives up with an attempt's
+// outcome unknown (it may have landed), the requester remembers the bytes
+// it sent. The next call whose first attempt fails its precondition
+// re-reads the object, exactly as a retry would: the remembered bytes mean
+// that earlier write landed, so the call adopts the stored version and
+// writes again; anything else is a genuine loss. A requester is not safe
+// for concurrent use; its owner serializes calls.
 type requester struct {
 	cas     ports.ObjectCAS
 	clock   ports.Clock
 	policy  RetryPolicy
 	timeout time.Duration // per attempt; 0 = none
+	// unknown holds the bytes of the last write whose outcome is unknown
+	// (nil when the last write's outcome is known).
+	unknown []byte
 }
 
 // writeResult describes a conditional write that landed.
@@ -106,10 +117,16 @@ type writeResult struct {
 	// recovered is true when a retry failed its precondition but re-reading
 	// showed an earlier attempt of this call had landed.
 	recovered bool
+	// adopted is true when the first attempt failed its precondition because
+	// an earlier call's write, whose outcome was unknown, had landed: the
+	// write was rebased on it and sent again.
+	adopted bool
+	// data is what was written (the rebased bytes when adopted).
+	data []byte
 }
 
 // errLostCAS marks a conditional write or delete whose precondition did not
-// hold for a reason other than this call's own earlier attempt.
+// hold for a reason other than this process's own earlier write.
 var errLostCAS = errors.New("lost compare-and-swap")
 
 // lostCAS reports whether err means the precondition did not hold: the
@@ -123,17 +140,52 @@ func lostCAS(err error, pre ports.Precondition) bool {
 	return ifVersion && errors.Is(err, ports.ErrNotFound)
 }
 
-// put writes data under pre. before, if non-nil, runs before every attempt
-// and aborts the call with its error (the checkpoint fence).
-//
-// A precondition failure on the first attempt is a genuine loss: put returns
-// an error wrapping errLostCAS and ports.ErrPreconditionFailed at once,
-// without reading. On a retry it may be this call's own earlier attempt that
-// landed without an acknowledgement, so put re-reads once (itself retried on
-// transient errors): identical bytes mean success with the fetched version;
-// anything else is a loss.
+// putOptions are put's hooks.
+type putOptions struct {
+	// before, if non-nil, runs before every attempt and aborts the call with
+	// its error (the checkpoint fence).
+	before func() error
+	// rebase, if non-nil, rebuilds the bytes to write on top of a stored
+	// object that an earlier call of this requester wrote (nil keeps data).
+	rebase func(stored ports.Object) ([]byte, error)
+}
+
+// put writes data under pre; see putWith.
 func (r *requester) put(ctx context.Context, data []byte, pre ports.Precondition, before func() error) (writeResult, error) {
-	res := writeResult{sentAt: r.clock.Now()}
+	return r.putWith(ctx, data, pre, putOptions{before: before})
+}
+
+// putWith writes data under pre.
+//
+// A precondition failure on the first attempt is a genuine loss, unless an
+// earlier call's write ended with its outcome unknown: then putWith re-reads
+// once, and if the stored bytes are exactly that write's, adopts the stored
+// version, rebases data on it and sends it again (adopted). Otherwise it
+// returns an error wrapping errLostCAS and ports.ErrPreconditionFailed. On a
+// retry it may be this call's own earlier attempt that landed without an
+// acknowledgement, so putWith re-reads once (itself retried on transient
+// errors): identical bytes mean success with the fetched version; anything
+// else is a loss. A write that lands without a version (a store that
+// returned none) is read back to learn it.
+func (r *requester) putWith(ctx context.Context, data []byte, pre ports.Precondition, opts putOptions) (res writeResult, err error) {
+	res = writeResult{sentAt: r.clock.Now(), data: data}
+	// maybeLanded: an attempt of this call was sent and its outcome is
+	// unknown. first: the next attempt is the first at this precondition.
+	maybeLanded, first := false, true
+	defer func() {
+		switch {
+		case err == nil && res.version == "":
+			r.unknown = data // landed, but which version is ours is unknown
+		case err == nil:
+			r.unknown = nil
+		case errors.Is(err, errLostCAS):
+			// The stored object is not ours: whatever we wrote was
+			// superseded, so nothing of ours is pending.
+			r.unknown = nil
+		case maybeLanded:
+			r.unknown = data
+		}
+	}()
 	var lastErr error
 	for attempt := 1; attempt <= r.policy.MaxAttempts; attempt++ {
 		if attempt > 1 {
@@ -141,8 +193,8 @@ func (r *requester) put(ctx context.Context, data []byte, pre ports.Precondition
 				return res, err
 			}
 		}
-		if before != nil {
-			if err := before(); err != nil {
+		if opts.before != nil {
+			if err := opts.before(); err != nil {
 				return res, err
 			}
 		}
@@ -152,10 +204,22 @@ func (r *requester) put(ctx context.Context, data []byte, pre ports.Precondition
 		})
 		switch {
 		case err == nil:
-			res.version = v
-			return res, nil
-		case lostCAS(err, pre) && attempt == 1:
-			return res, fmt.Errorf("%w: %s on %s: %w", errLostCAS, pre, r.cas, err)
+			return r.landed(ctx, res, data, v)
+		case lostCAS(err, pre) && first && !maybeLanded:
+			stored, ok := r.adoptUnknown(ctx)
+			if !ok {
+				return res, fmt.Errorf("%w: %s on %s: %w", errLostCAS, pre, r.cas, err)
+			}
+			if opts.rebase != nil {
+				rebased, rerr := opts.rebase(stored)
+				if rerr != nil {
+					return res, rerr
+				}
+				data = rebased
+			}
+			pre, res.adopted, res.data, first = ports.IfVersion(stored.Version), true, data, true
+			lastErr = err
+			continue
 		case lostCAS(err, pre):
 			obj, gerr := r.get(ctx)
 			if gerr == nil && bytes.Equal(obj.Data, data) {
@@ -169,13 +233,44 @@ func (r *requester) put(ctx context.Context, data []byte, pre ports.Precondition
 			}
 			return res, fmt.Errorf("%w: %s on %s failed on attempt %d and %s: %w", errLostCAS, pre, r.cas, attempt, why, err)
 		case ctx.Err() != nil:
+			maybeLanded = true
 			return res, stopped(ctx, err)
 		case !ports.IsTransient(err):
 			return res, err
 		}
+		maybeLanded, first = true, false
 		lastErr = err
 	}
 	return res, fmt.Errorf("put %s: giving up after %d attempts: %w", r.cas, r.policy.MaxAttempts, lastErr)
+}
+
+// adoptUnknown re-reads the object when an earlier write's outcome is
+// unknown and reports whether the stored bytes are exactly that write's.
+func (r *requester) adoptUnknown(ctx context.Context) (ports.Object, bool) {
+	if r.unknown == nil {
+		return ports.Object{}, false
+	}
+	obj, err := r.get(ctx)
+	if err != nil || !bytes.Equal(obj.Data, r.unknown) {
+		return ports.Object{}, false
+	}
+	r.unknown = nil
+	return obj, true
+}
+
+// landed completes a write the store acknowledged. A store that returned no
+// version is read back: the stored bytes being ours give the version;
+// otherwise the version stays unknown (empty) and the bytes are remembered,
+// so the next write verifies instead of reporting a conflict.
+func (r *requester) landed(ctx context.Context, res writeResult, data []byte, v ports.Version) (writeResult, error) {
+	res.version = v
+	if v != "" {
+		return res, nil
+	}
+	if obj, err := r.get(ctx); err == nil && bytes.Equal(obj.Data, data) {
+		res.version = obj.Version
+	}
+	return res, nil
 }
 
 // get reads the object, retrying transient failures. ErrNotFound is an

@@ -145,10 +145,17 @@ type world struct {
 	calmAt      time.Time
 	leaderSince time.Time // first instant after calmAt with a leader
 	stats       simStats
+	// outage counts, per node and object, the requests still to fail after
+	// a write landed with its acknowledgement lost: the rest of that call
+	// fails, so its outcome stays unknown into the next call.
+	outage map[string]int
 }
 
 type simStats struct {
 	events, commits, acquisitions, recovered, conflicts, fenced, pauses, dropped int
+	// acrossCalls counts writes whose outcome stayed unknown past their call
+	// and were recognised by the next one.
+	acrossCalls int
 }
 
 // simClock is one node's clock: its readings follow global time at the
@@ -296,7 +303,7 @@ func (w *world) violate(format string, args ...any) {
 
 func newWorld(cfg simConfig) *world {
 	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, 0x5f2)), now: t0, chaos: true,
-		lease: porttest.NewMemoryCAS("lease"), state: porttest.NewMemoryCAS("state")}
+		lease: porttest.NewMemoryCAS("lease"), state: porttest.NewMemoryCAS("state"), outage: map[string]int{}}
 	w.calmAt = t0.Add(cfg.chaos)
 	for i := range cfg.nodes {
 		drift := w.rng.Int64N(2*cfg.maxDriftPPT+1) - cfg.maxDriftPPT
@@ -339,6 +346,9 @@ func (w *world) start(t *testing.T, n *simNode) {
 			w.stats.acquisitions++
 		case domain.EventRecoveredLostAck:
 			w.stats.recovered++
+			if strings.Contains(e.Reason, "outcome was unknown") {
+				w.stats.acrossCalls++
+			}
 		case domain.EventConflict:
 			w.stats.conflicts++
 		case domain.EventCommitFenced:
@@ -458,6 +468,7 @@ func (w *world) assignFresh() {
 	for _, r := range fresh {
 		r.assigned = true
 		r.fate = "ok"
+		key := fmt.Sprintf("%d/%s", r.node, r.obj)
 		lat := w.between(time.Millisecond, 20*time.Millisecond)
 		if w.chaos {
 			switch p := w.rng.IntN(100); {
@@ -479,6 +490,13 @@ func (w *world) assignFresh() {
 				r.fate = "throttle"
 			case p < 15 && r.op != porttest.OpGet:
 				r.fate = "spurious"
+			}
+			switch {
+			case w.outage[key] > 0:
+				w.outage[key]--
+				r.fate = "fail"
+			case r.fate == "lostack" && w.rng.IntN(3) == 0:
+				w.outage[key] = domain.DefaultMaxAttempts - 1
 			}
 		}
 		r.deliverAt = r.sentAt.Add(lat)
@@ -860,6 +878,7 @@ func TestSimulation(t *testing.T) {
 				total.commits += stats.commits
 				total.acquisitions += stats.acquisitions
 				total.recovered += stats.recovered
+				total.acrossCalls += stats.acrossCalls
 				total.conflicts += stats.conflicts
 				total.fenced += stats.fenced
 				total.pauses += stats.pauses
@@ -881,7 +900,7 @@ func TestSimulation(t *testing.T) {
 	wg.Wait()
 	// The wall time is go test's own "--- PASS: TestSimulation (Ns)" line.
 	t.Logf("simulation: %d seeds, %d with violations; totals %+v", n, failed, total)
-	if total.commits == 0 || total.acquisitions < n || total.recovered == 0 || total.pauses == 0 {
+	if total.commits == 0 || total.acquisitions < n || total.recovered == 0 || total.pauses == 0 || (n >= 200 && total.acrossCalls == 0) {
 		t.Fatalf("the simulation exercised too little to mean anything: %+v", total)
 	}
 }
