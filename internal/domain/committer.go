@@ -297,8 +297,8 @@ func (c *CheckpointCommitter) Delete(ctx context.Context, key string) error {
 // every later commit carries the same epoch. A document whose epoch is
 // already above epoch returns ErrFenced.
 func (c *CheckpointCommitter) Claim(ctx context.Context, epoch uint64) error {
-	if epoch == 0 {
-		return fmt.Errorf("claim %s: epoch must be > 0", c.cas)
+	if epoch == 0 || epoch > MaxEpoch {
+		return fmt.Errorf("claim %s: epoch %d is outside 1..%d", c.cas, epoch, MaxEpoch)
 	}
 	if err := c.lock(ctx); err != nil {
 		return err
@@ -419,6 +419,9 @@ func (c *CheckpointCommitter) report(kind EventKind, op string, start time.Time,
 // compare-and-swap, after the fence. Only the state command uses it, with
 // the daemon stopped: an epoch above the lease's fences every leader out.
 func (c *CheckpointCommitter) ForceEpoch(ctx context.Context, epoch uint64) error {
+	if epoch > MaxEpoch {
+		return fmt.Errorf("epoch repair of %s: %d is above the maximum epoch %d; choose the lease's epoch or a little above it", c.cas, epoch, MaxEpoch)
+	}
 	if err := c.lock(ctx); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors of the core. Callers check them with errors.Is; the typed
@@ -27,7 +28,28 @@ var (
 	// ErrInvalidConfig means a constructor was given a configuration that
 	// cannot work.
 	ErrInvalidConfig = errors.New("invalid configuration")
+
+	// ErrStalled means the pipeline had entries waiting while no push and no
+	// commit succeeded for the stall timeout. The leader resigns so that
+	// another replica can try.
+	ErrStalled = errors.New("pipeline stalled")
 )
+
+// StalledError is the liveness guard's verdict. It unwraps to ErrStalled.
+type StalledError struct {
+	// For is how long nothing was pushed or committed.
+	For time.Duration
+	// Pending is how many entries were waiting.
+	Pending int64
+}
+
+func (e *StalledError) Error() string {
+	return fmt.Sprintf("pipeline stalled: %d entries waiting and no successful push or commit for %s; "+
+		"check sink.loki (sf2loki doctor pushes a test entry) and the state store", e.Pending, e.For.Round(time.Second))
+}
+
+// Unwrap returns ErrStalled.
+func (e *StalledError) Unwrap() error { return ErrStalled }
 
 // FenceError is a refusal to write because authority was lost. It unwraps to
 // ErrFenced.

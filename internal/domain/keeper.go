@@ -112,7 +112,40 @@ type Status struct {
 	// the lease within TTL is able to take over.
 	LastObserved time.Time
 	TTL          time.Duration
+	// LeaseHolder and LeaseEpoch are the lease's holder and epoch as last
+	// read (standby) or written (leader); LeaseHolder is empty for a
+	// released or absent lease. LeaseUnchangedFor is how long a standby has
+	// seen the lease's Version unchanged.
+	LeaseHolder       string
+	LeaseEpoch        uint64
+	LeaseUnchangedFor time.Duration
+	// Blocked, when set, says why this standby does not contend for the
+	// lease: one of the Blocked* codes. BlockedDetail says what happened
+	// and what to do.
+	Blocked       string
+	BlockedDetail string
 }
+
+// Why a standby does not contend (Status.Blocked).
+const (
+	// BlockedCheckpointCorrupt: the checkpoint document, whose epoch is the
+	// floor of every new epoch, cannot be decoded.
+	BlockedCheckpointCorrupt = "checkpoint_corrupt"
+	// BlockedCheckpointUnreadable: the checkpoint document cannot be read.
+	BlockedCheckpointUnreadable = "checkpoint_unreadable"
+	// BlockedEpochExhausted: the next epoch would pass MaxEpoch.
+	BlockedEpochExhausted = "epoch_exhausted"
+	// BlockedLeaseUnreadable: reading the lease fails for a reason a retry
+	// does not fix (permission, missing bucket).
+	BlockedLeaseUnreadable = "lease_unreadable"
+	// BlockedResigned: this replica gave up leadership (Resign) and holds
+	// off so that another replica can try.
+	BlockedResigned = "resigned"
+)
+
+// foreignTTLCap bounds the ttl a standby honours from a lease record: a
+// foreign writer's "ttl":"2000000h" must not block every replica forever.
+const foreignTTLCap = 10
 
 // Leadership describes a won lease, passed to Callbacks.OnAcquire.
 type Leadership struct {
@@ -175,6 +208,19 @@ type LeaseKeeper struct {
 	maxEpoch   uint64        // highest epoch seen in any lease record
 	decided    bool          // a step has completed
 	observedAt time.Time     // the last successful read or renewal
+	leaseRec   LeaseRecord   // the lease as last read or written
+	blocked    string        // why a standby does not contend (Blocked*)
+	blockedWhy string        // what happened and what to do
+	holdUntil  time.Time     // after Resign: no claim before this
+	holdWhy    string        // after Resign: why
+	ttlWarned  string        // the holder/ttl last warned about
+	resign     chan resignation
+}
+
+// resignation is a Resign request.
+type resignation struct {
+	reason  string
+	holdOff time.Duration
 }
 
 // NewLeaseKeeper validates cfg and returns a keeper in standby.
@@ -206,8 +252,9 @@ func NewLeaseKeeper(cas ports.ObjectCAS, clock ports.Clock, cfg LeaseConfig) (*L
 		clock: clock,
 		cfg:   cfg,
 		req:   requester{cas: cas, clock: clock, policy: cfg.Retry, timeout: cfg.RequestTimeout},
-		obs:   cfg.Observer,
-		log:   cfg.Logger,
+		obs:    cfg.Observer,
+		log:    cfg.Logger,
+		resign: make(chan resignation, 1),
 	}
 	if k.obs == nil {
 		k.obs = nopObserver{}
@@ -233,10 +280,16 @@ func (k *LeaseKeeper) Status() Status {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	s := Status{Role: k.role, Holder: k.cfg.Holder, Instance: k.cfg.Instance, Lease: k.cas.String(), Decided: k.decided,
-		LastObserved: k.observedAt, TTL: k.cfg.TTL}
+		LastObserved: k.observedAt, TTL: k.cfg.TTL, LeaseHolder: k.leaseRec.Holder, LeaseEpoch: k.leaseRec.Epoch}
 	if k.role == RoleLeader {
 		s.Epoch, s.LastRenewal, s.FenceDeadline, s.Version = k.record.Epoch, k.lastSentAt, k.deadline, k.version
+		s.LeaseHolder, s.LeaseEpoch = k.record.Holder, k.record.Epoch
+		return s
 	}
+	if k.seen {
+		s.LeaseUnchangedFor = k.clock.Now().Sub(k.seenAt)
+	}
+	s.Blocked, s.BlockedDetail = k.blocked, k.blockedWhy
 	return s
 }
 
@@ -323,6 +376,10 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 		return claimDecision{wait: r, reason: fmt.Sprintf("cannot read the lease, not contesting: %v", err)}
 	}
 	rec, derr := DecodeLeaseRecord(obj.Data)
+	k.leaseRec = rec
+	if derr != nil {
+		k.leaseRec = LeaseRecord{Holder: "(unreadable)"}
+	}
 	if derr == nil {
 		k.maxEpoch = max(k.maxEpoch, rec.Epoch)
 		switch {
@@ -336,6 +393,14 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 		k.seen, k.seenVer, k.seenAt = true, obj.Version, now
 	}
 	ttl := max(k.cfg.TTL, rec.ttl())
+	if limit := foreignTTLCap * k.cfg.TTL; ttl > limit {
+		ttl = limit
+		if warned := rec.Holder + "/" + rec.TTL; k.ttlWarned != warned {
+			k.ttlWarned = warned
+			k.log.Warn("the lease names a ttl far above ours; honouring at most 10x our ttl", "lease_holder", rec.Holder,
+				"lease_ttl", rec.TTL, "honoured", limit, "hint", "another deployment with a different coordinate ttl may share this lease object; give each its own")
+		}
+	}
 	held := now.Sub(k.seenAt)
 	what := fmt.Sprintf("held by %q", rec.Holder)
 	if derr != nil {
@@ -360,21 +425,43 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 		k.observedAt = now
 	}
 	d := k.decide(obj, err, now)
+	holding := now.Before(k.holdUntil)
+	holdWhy := k.holdWhy
 	k.mu.Unlock()
-	if !d.claim {
+	switch {
+	case err != nil && !errors.Is(err, ports.ErrNotFound) && !ports.IsTransient(err) && ctx.Err() == nil:
+		k.setBlocked(BlockedLeaseUnreadable, fmt.Sprintf("reading the lease %s fails: %v; fix the store's permissions or the coordinate settings (sf2loki doctor checks them)", k.cas, err))
+		return StepResult{Role: RoleStandby, Next: r, Reason: d.reason, Err: err}
+	case holding:
+		k.setBlocked(BlockedResigned, holdWhy)
+		return StepResult{Role: RoleStandby, Next: r, Reason: "holding off after resigning: " + holdWhy}
+	case !d.claim:
+		k.setBlocked("", "")
 		return StepResult{Role: RoleStandby, Next: d.wait, Reason: d.reason, Err: err}
 	}
 	var floor uint64
 	if k.cfg.EpochFloor != nil {
 		f, ferr := k.cfg.EpochFloor(ctx)
 		if ferr != nil {
+			code, what := BlockedCheckpointUnreadable, "cannot be read"
+			if errors.Is(ferr, ErrCorrupt) {
+				code, what = BlockedCheckpointCorrupt, "is corrupt"
+			}
+			k.setBlocked(code, fmt.Sprintf("the checkpoint document %s, whose epoch every new leader must exceed, so no replica can lead: %v", what, ferr))
 			return StepResult{Role: RoleStandby, Next: r, Reason: "cannot read the epoch floor, not contesting", Err: ferr}
 		}
 		floor = f
 	}
 	k.mu.Lock()
-	epoch := max(d.epoch, k.maxEpoch, floor) + 1
+	top := max(d.epoch, k.maxEpoch, floor)
 	k.mu.Unlock()
+	if top >= MaxEpoch {
+		k.setBlocked(BlockedEpochExhausted, fmt.Sprintf("the lease or the checkpoint document carries epoch %d, the maximum (%d), so no new epoch can be issued; "+
+			"stop every replica, then `sf2loki state set --force-reserved %s 1` and delete the lease object", top, MaxEpoch, FenceEpochKey))
+		return StepResult{Role: RoleStandby, Next: r, Reason: "epoch exhausted, not contesting"}
+	}
+	k.setBlocked("", "")
+	epoch := top + 1
 	wall := now.UTC()
 	rec := LeaseRecord{Holder: k.cfg.Holder, Instance: k.cfg.Instance, Epoch: epoch, TTL: k.cfg.TTL.String(),
 		AcquiredAt: wall, RenewedAt: wall, ExpiresAt: wall.Add(k.cfg.TTL)}
@@ -507,6 +594,35 @@ func (k *LeaseKeeper) demoteLocked(kind EventKind, reason string) Event {
 	return k.event(kind, epoch, reason)
 }
 
+// setBlocked records why this standby does not contend ("" when it does),
+// logging once per change of reason, not per poll.
+func (k *LeaseKeeper) setBlocked(code, detail string) {
+	k.mu.Lock()
+	changed := k.blocked != code
+	k.blocked, k.blockedWhy = code, detail
+	k.mu.Unlock()
+	switch {
+	case !changed:
+	case code == "":
+		k.log.Info("no longer blocked: contending for the lease again")
+	case code == BlockedResigned:
+		k.log.Warn("not contending for the lease for now", "blocked", code, "reason", detail)
+	default:
+		k.log.Error("cannot contend for the lease", "blocked", code, "reason", detail)
+	}
+}
+
+// Resign asks Run to end this replica's leadership for reason: the work's
+// context ends, OnLose runs, the lease is released so another replica can
+// take over at its next poll, and this replica does not contend for holdOff.
+// It returns at once; a standby ignores it.
+func (k *LeaseKeeper) Resign(reason string, holdOff time.Duration) {
+	select {
+	case k.resign <- resignation{reason: reason, holdOff: holdOff}:
+	default: // one is pending already
+	}
+}
+
 // Expire ends leadership if the self-fencing deadline has passed; Run calls
 // it when the deadline timer fires. It reports whether leadership ended.
 func (k *LeaseKeeper) Expire() bool {
@@ -525,7 +641,9 @@ func (k *LeaseKeeper) Expire() bool {
 // Release ends leadership and writes the lease with an empty holder and the
 // same epoch, so a standby takes over at its next poll instead of after a
 // full ttl. It is a no-op on a standby that never led.
-func (k *LeaseKeeper) Release(ctx context.Context) error {
+func (k *LeaseKeeper) Release(ctx context.Context) error { return k.release(ctx, "stopping") }
+
+func (k *LeaseKeeper) release(ctx context.Context, reason string) error {
 	k.mu.Lock()
 	if k.version == "" {
 		k.mu.Unlock()
@@ -540,9 +658,10 @@ func (k *LeaseKeeper) Release(ctx context.Context) error {
 	pre, epoch := ports.IfVersion(k.version), rec.Epoch
 	var lost Event
 	if wasLeader {
-		lost = k.demoteLocked(EventLost, "stopping")
+		lost = k.demoteLocked(EventLost, reason)
 	}
 	k.version = ""
+	k.leaseRec = rec
 	k.mu.Unlock()
 	if wasLeader {
 		k.emit(lost)
@@ -573,17 +692,21 @@ func (k *LeaseKeeper) Run(ctx context.Context, cb Callbacks) error {
 	)
 	defer lead.end()
 	for {
-		step, err := k.wait(ctx, next)
+		step, rsg, err := k.wait(ctx, next)
 		if err != nil {
 			if lead.active {
 				k.stopLeading(ctx, cb, &lead)
 			}
 			return nil
 		}
+		if rsg != nil {
+			next = k.resignNow(ctx, cb, &lead, *rsg)
+			continue
+		}
 		var res StepResult
 		if step {
 			res = k.Step(ctx)
-			if res.Err != nil && res.Role == RoleStandby && res.Transition == TransitionNone && ctx.Err() == nil {
+			if res.Err != nil && res.Role == RoleStandby && res.Transition == TransitionNone && ctx.Err() == nil && k.Status().Blocked == "" {
 				k.log.Warn("standby step failed; retrying at the next poll", "reason", res.Reason, "error", res.Err)
 			}
 		} else if k.Expire() {
@@ -591,6 +714,10 @@ func (k *LeaseKeeper) Run(ctx context.Context, cb Callbacks) error {
 		}
 		switch res.Transition {
 		case TransitionAcquired:
+			select {
+			case <-k.resign: // a Resign from an earlier term
+			default:
+			}
 			lctx := lead.begin(ctx, res.Epoch)
 			cb.OnAcquire(lctx, Leadership{Epoch: res.Epoch, Holder: k.cfg.Holder, Instance: k.cfg.Instance})
 		case TransitionLost:
@@ -625,11 +752,30 @@ func (l *leaderTerm) end() uint64 {
 	return epoch
 }
 
+// resignNow carries out a Resign: the work stops (OnLose), the lease is
+// released, and claims are held off. It returns when to step next.
+func (k *LeaseKeeper) resignNow(ctx context.Context, cb Callbacks, lead *leaderTerm, r resignation) time.Duration {
+	if !lead.active {
+		return 0
+	}
+	epoch := lead.end()
+	cb.OnLose(Loss{Epoch: epoch, Reason: r.reason})
+	k.mu.Lock()
+	k.holdUntil, k.holdWhy = k.clock.Now().Add(r.holdOff), fmt.Sprintf("resigned leadership (%s); contending again after %s", r.reason, r.holdOff)
+	k.mu.Unlock()
+	k.log.Error("resigning leadership so that another replica can take over", "epoch", epoch, "reason", r.reason, "hold_off", r.holdOff)
+	if err := k.release(context.WithoutCancel(ctx), "resigned: "+r.reason); err != nil {
+		k.log.Warn("release after resigning failed; another replica takes over after ttl", "error", err)
+	}
+	return k.cfg.RenewInterval
+}
+
 // wait waits next on the clock. On a leader it also wakes at the fence
-// deadline (returning step=false). It returns ctx.Err() when ctx ends.
-func (k *LeaseKeeper) wait(ctx context.Context, next time.Duration) (step bool, err error) {
+// deadline (returning step=false) and on a Resign (returning it). It
+// returns ctx.Err() when ctx ends.
+func (k *LeaseKeeper) wait(ctx context.Context, next time.Duration) (step bool, rsg *resignation, err error) {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	st := k.Status()
 	t := k.clock.NewTimer(next)
@@ -640,13 +786,19 @@ func (k *LeaseKeeper) wait(ctx context.Context, next time.Duration) (step bool, 
 		defer ft.Stop()
 		fence = ft.C()
 	}
+	var resign <-chan resignation
+	if st.Role == RoleLeader {
+		resign = k.resign
+	}
 	select {
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return false, nil, ctx.Err()
 	case <-t.C():
-		return true, nil
+		return true, nil, nil
 	case <-fence:
-		return false, nil
+		return false, nil, nil
+	case r := <-resign:
+		return false, &r, nil
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/ports"
@@ -36,7 +37,12 @@ type PipelineConfig struct {
 	RetryMin, RetryMax time.Duration
 	// Jitter spreads backoffs (nil: math/rand/v2).
 	Jitter func() float64
-	Logger *slog.Logger
+	// StallTimeout is the liveness guard: when entries have waited
+	// undelivered while no push and no commit succeeded for this long, Run
+	// abandons the batches in flight (uncommitted) and returns a
+	// *StalledError, so that the leader can hand over. 0 disables it.
+	StallTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // CheckpointWriter is what the pipeline commits through: the
@@ -140,6 +146,7 @@ type lane struct {
 	cfg   LaneConfig
 	ch    chan ports.Entry
 	bytes *budget
+	live  *liveness
 }
 
 // poison records keys whose batch was abandoned: no later commit for them
@@ -172,12 +179,17 @@ func (p *poison) has(key string) bool {
 // the first fatal error: a sink's non-transient error, a fence or conflict
 // from the committer, or a source's failure.
 func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, resume func(string) (string, bool), sources []ports.Source) error {
+	live := &liveness{}
+	live.progress(p.clock.Now())
 	lanes := map[ports.Lane]*lane{
-		ports.LaneRealtime: newLane("realtime", p.cfg.Realtime),
-		ports.LaneBulk:     newLane("bulk", p.cfg.Bulk),
+		ports.LaneRealtime: newLane("realtime", p.cfg.Realtime, live),
+		ports.LaneBulk:     newLane("bulk", p.cfg.Bulk, live),
 	}
 	srcCtx, stopSources := context.WithCancelCause(ctx)
 	defer stopSources(nil)
+	// A stall abandons the pushes and commits in flight, drain or not.
+	drain, abandon := context.WithCancel(drain)
+	defer abandon()
 	var (
 		errMu    sync.Mutex
 		firstErr error
@@ -200,6 +212,17 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 			}
 		})
 	}
+	if p.cfg.StallTimeout > 0 {
+		watchCtx, stopWatch := context.WithCancel(drain)
+		defer stopWatch()
+		go func() {
+			if err := p.watch(watchCtx, live); err != nil {
+				p.log.Error("pipeline stalled: abandoning the batches in flight, uncommitted", "error", err)
+				fail(err)
+				abandon()
+			}
+		}()
+	}
 	var consumers sync.WaitGroup
 	poisoned := &poison{keys: map[string]bool{}}
 	for id, l := range lanes {
@@ -213,9 +236,42 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 	return firstErr
 }
 
-func newLane(name string, cfg LaneConfig) *lane {
+func newLane(name string, cfg LaneConfig, live *liveness) *lane {
 	return &lane{name: name, cfg: cfg, ch: make(chan ports.Entry, cfg.QueueEntries),
-		bytes: &budget{max: cfg.QueueBytes, freed: make(chan struct{})}}
+		bytes: &budget{max: cfg.QueueBytes, freed: make(chan struct{})}, live: live}
+}
+
+// liveness is what the stall guard watches: entries accepted into a lane
+// and not yet flushed, and when a push or a commit last succeeded (or the
+// pipeline was last idle).
+type liveness struct {
+	pending atomic.Int64
+	last    atomic.Int64 // UnixNano on the pipeline's clock
+}
+
+func (l *liveness) progress(now time.Time) { l.last.Store(now.UnixNano()) }
+
+// watch returns a *StalledError once entries have been pending with no
+// progress for StallTimeout; nil when ctx ends.
+func (p *Pipeline) watch(ctx context.Context, live *liveness) error {
+	limit := p.cfg.StallTimeout
+	tick := max(limit/10, time.Millisecond)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.clock.After(tick):
+		}
+		now := p.clock.Now()
+		pending := live.pending.Load()
+		if pending == 0 {
+			live.progress(now)
+			continue
+		}
+		if since := now.Sub(time.Unix(0, live.last.Load())); since >= limit {
+			return &StalledError{For: since, Pending: pending}
+		}
+	}
 }
 
 // push queues e, blocking while the lane is full.
@@ -224,10 +280,12 @@ func (l *lane) push(ctx context.Context, e ports.Entry) error {
 	if err := l.bytes.acquire(ctx, cost); err != nil {
 		return err
 	}
+	l.live.pending.Add(1)
 	select {
 	case l.ch <- e:
 		return nil
 	case <-ctx.Done():
+		l.live.pending.Add(-1)
 		l.bytes.release(cost)
 		return ctx.Err()
 	}
@@ -251,6 +309,7 @@ func (p *Pipeline) consume(drain context.Context, l *lane, commits CheckpointWri
 				poisoned.add(batch)
 			}
 			l.bytes.release(cost)
+			l.live.pending.Add(-int64(len(batch)))
 		}
 		if !open {
 			return
@@ -295,7 +354,9 @@ func (p *Pipeline) flush(drain context.Context, l *lane, batch []ports.Entry, co
 		}
 	}
 	if len(lines) > 0 {
-		if err := p.untilDone(drain, "push", func() error { return p.sink.Push(drain, lines) }); err != nil {
+		if err := p.untilDone(drain, "push", func() error { return p.sink.Push(drain, lines) }); err == nil {
+			l.live.progress(p.clock.Now())
+		} else {
 			poisoned.add(batch)
 			if errors.Is(err, errAbandoned) {
 				p.log.Warn("batch abandoned uncommitted at shutdown; the next leader re-ingests it", "lane", l.name, "entries", len(lines))
@@ -330,6 +391,7 @@ func (p *Pipeline) flush(drain context.Context, l *lane, batch []ports.Entry, co
 		}
 		return err
 	}
+	l.live.progress(p.clock.Now())
 	return nil
 }
 

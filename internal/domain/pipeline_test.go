@@ -487,3 +487,63 @@ func TestPipelineConflictStopsLiveSourcesAndReturns(t *testing.T) {
 		}
 	})
 }
+
+// The liveness guard: entries waiting while nothing is pushed or committed
+// for the stall timeout end Run with ErrStalled and commit nothing; an idle
+// pipeline, or a slow one that keeps making progress, is not stalled.
+func TestPipelineStallGuard(t *testing.T) {
+	run := func(t *testing.T, clk *porttest.FakeClock, sink ports.Sink, src ports.Source, limit time.Duration) (*commitLog, error) {
+		t.Helper()
+		p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: smallLane, Bulk: smallLane, StallTimeout: time.Minute,
+			Jitter: func() float64 { return 0.5 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := &commitLog{}
+		ctx, stop := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx, ctx, log, noResume, []ports.Source{src}) }()
+		settle(t, clk, limit, func() bool { return len(done) == 1 || clk.Now().Sub(t0) >= limit-time.Second })
+		stop()
+		settle(t, clk, time.Hour, func() bool { return len(done) == 1 })
+		return log, <-done
+	}
+	t.Run("a sink refusing every push", func(t *testing.T) {
+		bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+			sink := &recordingSink{fail: func(int, []ports.Entry) error { return ports.Transient("push", errors.New("503")) }}
+			log, err := run(t, clk, sink, &endlessSource{key: "k", clk: clk}, 10*time.Minute)
+			var stalled *domain.StalledError
+			if !errors.As(err, &stalled) || !errors.Is(err, domain.ErrStalled) || stalled.Pending == 0 {
+				t.Fatalf("Run: %v, want a StalledError", err)
+			}
+			if clk.Now().Sub(t0) > 2*time.Minute {
+				t.Fatalf("stall noticed after %s, want about the stall timeout (1m)", clk.Now().Sub(t0))
+			}
+			if c := log.all(); len(c) != 0 {
+				t.Fatalf("commits %v while nothing was pushed", c)
+			}
+		})
+	})
+	t.Run("an idle pipeline", func(t *testing.T) {
+		bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+			_, err := run(t, clk, &recordingSink{}, &listSource{wait: true}, 10*time.Minute)
+			if err != nil {
+				t.Fatalf("Run: %v, want nil", err)
+			}
+		})
+	})
+	t.Run("a slow sink that keeps accepting", func(t *testing.T) {
+		bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+			sink := &recordingSink{fail: func(call int, _ []ports.Entry) error {
+				if call%3 != 0 {
+					return ports.Transient("push", errors.New("429"))
+				}
+				return nil
+			}}
+			log, err := run(t, clk, sink, &endlessSource{key: "k", clk: clk}, 10*time.Minute)
+			if err != nil || len(log.all()) == 0 {
+				t.Fatalf("Run: %v with %d commits, want no stall and commits", err, len(log.all()))
+			}
+		})
+	})
+}
