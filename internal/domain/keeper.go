@@ -248,10 +248,10 @@ func NewLeaseKeeper(cas ports.ObjectCAS, clock ports.Clock, cfg LeaseConfig) (*L
 		cfg.Instance = newInstanceID()
 	}
 	k := &LeaseKeeper{
-		cas:   cas,
-		clock: clock,
-		cfg:   cfg,
-		req:   requester{cas: cas, clock: clock, policy: cfg.Retry, timeout: cfg.RequestTimeout},
+		cas:    cas,
+		clock:  clock,
+		cfg:    cfg,
+		req:    requester{cas: cas, clock: clock, policy: cfg.Retry, timeout: cfg.RequestTimeout},
 		obs:    cfg.Observer,
 		log:    cfg.Logger,
 		resign: make(chan resignation, 1),
