@@ -2,12 +2,14 @@ package domain_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
 )
 
@@ -144,6 +146,43 @@ func TestLeaseKeeperResignHandsOver(t *testing.T) {
 		settle(t, clk, 2*ttl, func() bool { return len(logA()) == 3 })
 		if a.Status().Blocked != "" {
 			t.Fatalf("still blocked: %+v", a.Status())
+		}
+	})
+}
+
+// tooLargeCAS answers every Get with ports.ErrTooLarge, as an adapter does
+// for an object over its size cap.
+type tooLargeCAS struct{ *porttest.MemoryCAS }
+
+func (c tooLargeCAS) Get(ctx context.Context) (ports.Object, error) {
+	obj, err := c.MemoryCAS.Get(ctx)
+	if err != nil {
+		return obj, err
+	}
+	return ports.Object{Version: obj.Version}, fmt.Errorf("get: %w", ports.ErrTooLarge)
+}
+
+// An oversized lease is an unreadable one (taken over after ttl); an
+// oversized checkpoint document is corrupt.
+func TestOversizedDocuments(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		state := porttest.NewMemoryCAS("state")
+		state.Store([]byte(`{}`))
+		c, _ := newCommitter(t, tooLargeCAS{state}, clk)
+		if _, err := c.Load(ctx(t)); !errors.Is(err, domain.ErrCorrupt) {
+			t.Fatalf("Load of an oversized document: %v, want ErrCorrupt", err)
+		}
+		if _, err := c.StoredEpoch(ctx(t)); !errors.Is(err, domain.ErrCorrupt) {
+			t.Fatalf("StoredEpoch of an oversized document: %v, want ErrCorrupt", err)
+		}
+		lease := porttest.NewMemoryCAS("lease")
+		plant(lease, domain.LeaseRecord{Holder: "x", Instance: "x-1", Epoch: 3})
+		k, _ := newKeeper(t, tooLargeCAS{lease}, clk, "a")
+		log, stop := runKeeper(t, clk, k)
+		defer stop()
+		settle(t, clk, 2*ttl, func() bool { return len(log()) == 1 })
+		if got := clk.Now().Sub(t0); got < ttl {
+			t.Fatalf("took over an oversized lease after %s, before ttl", got)
 		}
 	})
 }

@@ -150,6 +150,9 @@ func (c *CheckpointCommitter) StoredEpoch(ctx context.Context) (uint64, error) {
 	if errors.Is(err, ports.ErrNotFound) {
 		return 0, nil
 	}
+	if errors.Is(err, ports.ErrTooLarge) {
+		return 0, c.tooLarge(err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("read checkpoint epoch from %s: %w", c.cas, err)
 	}
@@ -175,6 +178,8 @@ func (c *CheckpointCommitter) ensureLoaded(ctx context.Context) error {
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
 		c.loaded, c.doc, c.version = true, map[string]string{}, ""
+	case errors.Is(err, ports.ErrTooLarge):
+		return c.tooLarge(err)
 	case err != nil:
 		return fmt.Errorf("load checkpoints from %s: %w", c.cas, err)
 	default:
@@ -185,6 +190,11 @@ func (c *CheckpointCommitter) ensureLoaded(ctx context.Context) error {
 		c.loaded, c.doc, c.version = true, doc, obj.Version
 	}
 	return c.checkEpoch()
+}
+
+// tooLarge reports a document over the store's size cap as corrupt.
+func (c *CheckpointCommitter) tooLarge(err error) error {
+	return &CorruptError{Object: c.cas.String(), Problem: err.Error()}
 }
 
 // checkEpoch fails when the document carries a newer epoch than ours.

@@ -416,6 +416,10 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 	r := k.cfg.RenewInterval
 	obj, err := k.req.getOnce(ctx)
+	if errors.Is(err, ports.ErrTooLarge) {
+		// Judged as an unreadable lease: taken over after ttl unchanged.
+		obj, err = ports.Object{Version: obj.Version, Data: []byte("(larger than the size cap)")}, nil
+	}
 	// The observation starts when the answer arrives, not when the request
 	// left: a delayed read can return a Version written long after it was
 	// sent, and the window must not include time before that write.
