@@ -16,7 +16,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,7 +81,47 @@ type Stats struct {
 	LastSuccess    atomic.Int64 // unix nanoseconds
 	mu             sync.Mutex
 	dropped        map[string]int64
+	rejecting      string // why the sink refuses every entry; "" while it accepts
 }
+
+// Rejecting returns why Loki refuses every entry (its status and the start
+// of its answer), or "" while it accepts them.
+func (s *Stats) Rejecting() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rejecting
+}
+
+// setRejecting records the state and reports whether it changed.
+func (s *Stats) setRejecting(why string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := s.rejecting != why
+	s.rejecting = why
+	return changed
+}
+
+// ErrRejectingAll means Loki refused every entry of a push: a wrong URL, a
+// tenant or an auth that is refused, or a Loki that does not accept what
+// sf2loki sends (structured metadata needs schema v13 and
+// allow_structured_metadata). The entries are kept and retried; nothing
+// is committed past them.
+var ErrRejectingAll = errors.New("loki rejects every entry")
+
+// RejectingError carries Loki's answer. It unwraps to ErrRejectingAll.
+type RejectingError struct {
+	URL    string
+	Status int
+	Body   string
+}
+
+func (e *RejectingError) Error() string {
+	return fmt.Sprintf("loki %s rejects every entry: answered %d %q; holding the data uncommitted: check sink.loki.url (the push path is /loki/api/v1/push), "+
+		"the tenant and credentials, and that Loki accepts structured metadata (sf2loki doctor pushes a test entry)", e.URL, e.Status, e.Body)
+}
+
+// Unwrap returns ErrRejectingAll.
+func (e *RejectingError) Unwrap() error { return ErrRejectingAll }
 
 // Dropped returns entries dropped by reason (bad_request, oversized_413).
 func (s *Stats) Dropped() map[string]int64 {
@@ -106,6 +148,36 @@ type Sink struct {
 	Stats  *Stats
 	// authFails counts consecutive 401/403 answers, for rate-limited logs.
 	authFails atomic.Int64
+	// accepting is true once a push was accepted and until a push is found
+	// rejecting everything.
+	accepting atomic.Bool
+	// dropLog rate-limits the per-entry drop warnings.
+	dropLog dropLimiter
+}
+
+// dropLimiter lets one drop warning per reason through each minute and
+// counts the rest.
+type dropLimiter struct {
+	mu     sync.Mutex
+	last   map[string]time.Time
+	silent map[string]int
+}
+
+// allow reports whether to log a drop of reason now, and how many drops of
+// it went unlogged since the last logged one.
+func (d *dropLimiter) allow(reason string, now time.Time) (bool, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last == nil {
+		d.last, d.silent = map[string]time.Time{}, map[string]int{}
+	}
+	if now.Sub(d.last[reason]) < time.Minute {
+		d.silent[reason]++
+		return false, 0
+	}
+	n := d.silent[reason]
+	d.last[reason], d.silent[reason] = now, 0
+	return true, n
 }
 
 var _ ports.Sink = (*Sink)(nil)
@@ -114,6 +186,9 @@ var _ ports.Sink = (*Sink)(nil)
 func New(cfg Config) (*Sink, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("sink.loki.url is required (e.g. http://loki:3100/loki/api/v1/push)")
+	}
+	if u, err := url.Parse(cfg.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("sink.loki.url %q is not an http(s) URL with a host (e.g. http://loki:3100/loki/api/v1/push)", cfg.URL)
 	}
 	switch cfg.Encoding {
 	case "":
@@ -162,7 +237,47 @@ func (s *Sink) Push(ctx context.Context, batch []ports.Entry) error {
 	for i, e := range batch {
 		prepared[i] = s.prepare(e)
 	}
-	return s.push(ctx, prepared)
+	accepted, rejected, err := s.push(ctx, prepared, !s.accepting.Load())
+	if err != nil {
+		return err
+	}
+	// The rule: Loki refusing every entry of a push is a configuration
+	// error, not bad entries, when the push held more than one entry, or
+	// when nothing was accepted since the sink started or last found it so.
+	// Then nothing is dropped: the push fails (transiently) and the entries
+	// stay uncommitted. A lone refused entry after accepted pushes (too old,
+	// too long) is dropped, counted, and its checkpoint may advance.
+	if accepted == 0 && len(rejected) > 0 && (len(prepared) > 1 || !s.accepting.Load()) {
+		r := rejected[0]
+		rerr := &RejectingError{URL: s.cfg.URL, Status: r.status, Body: r.body}
+		s.accepting.Store(false)
+		if s.Stats.setRejecting(fmt.Sprintf("answered %d %q", r.status, r.body)) {
+			s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", r.status, "body", r.body, "url", s.cfg.URL)
+		}
+		return ports.Transient("push", rerr)
+	}
+	if accepted > 0 {
+		s.accepting.Store(true)
+		if s.Stats.setRejecting("") {
+			s.log.Info("loki accepts entries again")
+		}
+	}
+	for _, r := range rejected {
+		s.Stats.drop(r.reason, 1)
+		if ok, silent := s.dropLog.allow(r.reason, time.Now()); ok {
+			s.log.Warn("loki rejected an entry; dropped", "reason", r.reason, "status", r.status, "body", r.body,
+				"bytes", len(r.entry.Line), "dropped_unlogged_before", silent)
+		}
+	}
+	return nil
+}
+
+// rejection is an entry Loki refused on its own.
+type rejection struct {
+	entry  ports.Entry
+	status int
+	body   string
+	reason string
 }
 
 // prepare merges the static labels and caps the line.
@@ -227,62 +342,88 @@ func truncate(line string, limit int) string {
 	return line[:cut] + marker
 }
 
-// push sends batch; on 400/413 it splits the batch in halves, and a lone
-// rejected entry is dropped (counted) so its checkpoint can advance.
-func (s *Sink) push(ctx context.Context, batch []ports.Entry) error {
-	status, err := s.send(ctx, batch)
-	if err != nil || (status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge) {
-		return err
+// push sends batch; on 400/413 it splits the batch in halves down to the
+// lone entries Loki refuses, and returns how many were accepted and which
+// were refused. probe (while Loki is not known to accept anything) first
+// tries the batch's first entry alone: refused too, the rest is not split
+// (a wrong URL would otherwise cost two requests per entry).
+func (s *Sink) push(ctx context.Context, batch []ports.Entry, probe bool) (int, []rejection, error) {
+	status, body, err := s.send(ctx, batch)
+	if err != nil {
+		return 0, nil, err
+	}
+	if status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge {
+		return len(batch), nil, nil
 	}
 	if len(batch) == 1 {
 		reason := "bad_request"
 		if status == http.StatusRequestEntityTooLarge {
 			reason = "oversized_413"
 		}
-		s.Stats.drop(reason, 1)
-		s.log.Warn("loki rejected an entry; dropped", "reason", reason, "bytes", len(batch[0].Line))
-		return nil
+		return 0, []rejection{{entry: batch[0], status: status, body: body, reason: reason}}, nil
+	}
+	if probe {
+		acc, rej, err := s.push(ctx, batch[:1], false)
+		if err != nil || acc == 0 {
+			return acc, rej, err
+		}
+		acc2, rej2, err := s.push(ctx, batch[1:], false)
+		return acc + acc2, append(rej, rej2...), err
 	}
 	half := len(batch) / 2
-	if err := s.push(ctx, batch[:half]); err != nil {
-		return err
+	acc, rej, err := s.push(ctx, batch[:half], false)
+	if err != nil {
+		return 0, nil, err
 	}
-	return s.push(ctx, batch[half:])
+	acc2, rej2, err := s.push(ctx, batch[half:], false)
+	return acc + acc2, append(rej, rej2...), err
 }
 
-// send posts one body with retries on transport errors, 401/403, 429 and
-// 5xx. It returns the final status of a 2xx/400/413 answer, or a transient
-// error when the attempts ran out.
-func (s *Sink) send(ctx context.Context, batch []ports.Entry) (int, error) {
+// send posts one body with retries on transport errors, 401/403, 404,
+// 429 and 5xx. It returns the final status (and the start of the answer)
+// of a 2xx/400/413 answer, or a transient error when the attempts ran out.
+func (s *Sink) send(ctx context.Context, batch []ports.Entry) (int, string, error) {
 	streams := group(batch)
 	var body []byte
 	var err error
 	if s.cfg.Encoding == "json" {
 		body, err = encodeJSON(streams, true)
 		if err != nil {
-			return 0, fmt.Errorf("loki: encode: %w", err)
+			return 0, "", fmt.Errorf("loki: encode: %w", err)
 		}
 	} else {
 		body = encodeProtobuf(streams)
 	}
-	var last error
+	var last, refused error
 	for attempt := 1; attempt <= s.cfg.Attempts; attempt++ {
-		status, retryAfter, err := s.post(ctx, body)
+		status, retryAfter, answer, err := s.post(ctx, body)
+		refused = nil
 		switch {
 		case err == nil && status/100 == 2:
 			s.authFails.Store(0)
 			s.Stats.EntriesPushed.Add(int64(len(batch)))
 			s.Stats.BytesPushed.Add(int64(len(body)))
 			s.Stats.LastSuccess.Store(time.Now().UnixNano())
-			return status, nil
+			return status, "", nil
 		case err == nil && (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge):
-			return status, nil
+			return status, answer, nil
 		case ctx.Err() != nil:
-			return 0, ports.Transient("push", ctx.Err())
+			return 0, "", ports.Transient("push", ctx.Err())
 		case err != nil:
 			last = err
 		default:
-			last = fmt.Errorf("loki answered %d", status)
+			last = fmt.Errorf("loki answered %d %q", status, answer)
+			if status/100 == 4 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout {
+				refused = &RejectingError{URL: s.cfg.URL, Status: status, Body: answer}
+			}
+			if refused != nil && attempt == s.cfg.Attempts {
+				// A refusal no retry fixes (wrong path, auth): every entry
+				// is refused.
+				s.accepting.Store(false)
+				if s.Stats.setRejecting(fmt.Sprintf("answered %d %q", status, answer)) {
+					s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", status, "body", answer, "url", s.cfg.URL)
+				}
+			}
 			if status == http.StatusUnauthorized || status == http.StatusForbidden {
 				if n := s.authFails.Add(1); n == 1 || n%10 == 0 {
 					s.log.Error("loki refused the credentials; check sink.loki auth", "status", status, "consecutive", n)
@@ -299,19 +440,26 @@ func (s *Sink) send(ctx context.Context, batch []ports.Entry) (int, error) {
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return 0, ports.Transient("push", ctx.Err())
+			return 0, "", ports.Transient("push", ctx.Err())
 		}
 	}
-	return 0, ports.Transient("push", fmt.Errorf("loki %s: %d attempts: %w", s.cfg.URL, s.cfg.Attempts, last))
+	if refused != nil {
+		return 0, "", ports.Transient("push", refused)
+	}
+	return 0, "", ports.Transient("push", fmt.Errorf("loki %s: %d attempts: %w", s.cfg.URL, s.cfg.Attempts, last))
 }
 
-// post sends one request and returns the status and a Retry-After hint.
-func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, error) {
+// answerBytes is how much of an error answer is kept for logs and errors.
+const answerBytes = 512
+
+// post sends one request and returns the status, a Retry-After hint and,
+// for a non-2xx answer, the start of its body.
+func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, string, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.cfg.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	if s.cfg.Encoding == "json" {
 		req.Header.Set("Content-Type", "application/json")
@@ -334,11 +482,16 @@ func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, error
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	defer resp.Body.Close()
+	var answer string
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, answerBytes))
+		answer = strings.ToValidUTF8(strings.TrimSpace(string(b)), "?")
+	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, ports.ParseRetryAfter(resp.Header.Get("Retry-After")), nil
+	return resp.StatusCode, ports.ParseRetryAfter(resp.Header.Get("Retry-After")), answer, nil
 }
 
 // String names the sink.

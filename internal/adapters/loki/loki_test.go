@@ -1,10 +1,13 @@
 package loki_test
 
 import (
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -401,5 +404,75 @@ func TestStructuredMetadataFieldsArePromoted(t *testing.T) {
 	}
 	if _, ok := got["Other"]; ok {
 		t.Fatalf("an unlisted field was promoted: %v", got)
+	}
+}
+
+// A Loki that refuses everything (a wrong path, no structured metadata) is a
+// configuration error: nothing is dropped, the push fails transiently so
+// the pipeline holds the entries uncommitted, the state and Loki's answer
+// are reported once, and it clears when pushes are accepted again.
+func TestAPeerRejectingEverythingDropsNothing(t *testing.T) {
+	for _, status := range []int{400, 404} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			var mu sync.Mutex
+			requests, refuse := 0, true
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				requests++
+				if refuse {
+					w.WriteHeader(status)
+					_, _ = io.WriteString(w, "stream has structured metadata, but this feature is disallowed")
+					return
+				}
+				w.WriteHeader(204)
+			}))
+			defer srv.Close()
+			logs := &bytes.Buffer{}
+			s := newSink(t, srv.URL, func(c *loki.Config) {
+				c.Attempts = 1
+				c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+			})
+			for range 3 {
+				for _, n := range []int{1000, 1} {
+					mu.Lock()
+					requests = 0
+					mu.Unlock()
+					err := s.Push(t.Context(), batch(n))
+					if !ports.IsTransient(err) || !errors.Is(err, loki.ErrRejectingAll) {
+						t.Fatalf("push of %d: %v, want a transient ErrRejectingAll", n, err)
+					}
+					if requests > 2 {
+						t.Fatalf("push of %d cost %d requests, want at most 2", n, requests)
+					}
+				}
+			}
+			if d := s.Stats.Dropped(); len(d) != 0 {
+				t.Fatalf("dropped %v, want nothing", d)
+			}
+			if r := s.Stats.Rejecting(); !strings.Contains(r, fmt.Sprint(status)) || !strings.Contains(r, "disallowed") {
+				t.Fatalf("rejecting state %q", r)
+			}
+			if n := strings.Count(logs.String(), "rejects every entry"); n != 1 || !strings.Contains(logs.String(), "level=ERROR") {
+				t.Fatalf("%d ERROR lines, want 1:\n%s", n, logs.String())
+			}
+			mu.Lock()
+			refuse = false
+			mu.Unlock()
+			if err := s.Push(t.Context(), batch(3)); err != nil {
+				t.Fatal(err)
+			}
+			if r := s.Stats.Rejecting(); r != "" {
+				t.Fatalf("still rejecting after an accepted push: %q", r)
+			}
+		})
+	}
+}
+
+func TestNewRefusesAURLItCannotPost(t *testing.T) {
+	for _, u := range []string{"ht!tp://::::/push", "127.0.0.1:3100/loki/api/v1/push", "ftp://loki/push", "http:///push"} {
+		if _, err := loki.New(loki.Config{URL: u}); err == nil || !strings.Contains(err.Error(), "sink.loki.url") {
+			t.Errorf("%q: %v, want refused", u, err)
+		}
 	}
 }
