@@ -77,6 +77,7 @@ func newDaemon(cfg *config.Config, coord Coordinator, committer *domain.Checkpoi
 	workload Workload, t *Telemetry, log *slog.Logger, clk ports.Clock) *Daemon {
 	d := &Daemon{cfg: cfg, coord: coord, committer: committer, state: state, workload: workload, telemetry: t, log: log, clock: clk}
 	t.SetFenceProbe(d.leading)
+	t.SetBlockedProbe(func() string { return coord.Status().Blocked })
 	return d
 }
 
@@ -133,6 +134,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 func (d *Daemon) onAcquire(ctx context.Context, l domain.Leadership) {
 	d.telemetry.SetLeader(true, l.Epoch)
+	d.log.Info("leading", "epoch", l.Epoch)
 	done := make(chan struct{})
 	d.mu.Lock()
 	d.work = done
@@ -144,7 +146,10 @@ func (d *Daemon) onAcquire(ctx context.Context, l domain.Leadership) {
 }
 
 // lead claims the checkpoint document and runs the work until leadership
-// ends, demoting in place on a conflict or fence.
+// ends. On a conflict (another writer changed the document) it drops the
+// cached document, reloads and resumes from the stored positions at once.
+// A corrupt document, or a stalled pipeline, resigns: the lease is
+// released so that another replica can try, and this one says why.
 func (d *Daemon) lead(ctx context.Context, epoch uint64) {
 	for ctx.Err() == nil {
 		d.committer.Reset()
@@ -160,11 +165,18 @@ func (d *Daemon) lead(ctx context.Context, epoch uint64) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, domain.ErrConflict) || errors.Is(err, domain.ErrFenced):
-			d.log.Warn("leader work demoted in place; reloading checkpoints", "epoch", epoch, "error", err)
+			d.log.Warn("the checkpoint document changed under the leader; reloading it and resuming from the stored positions", "epoch", epoch, "error", err)
 			if d.coord.CheckFence() != nil {
 				<-ctx.Done()
 				return
 			}
+		case errors.Is(err, domain.ErrStalled):
+			d.telemetry.SetStalled(true)
+			d.resign(ctx, err.Error(), d.holdOff())
+			return
+		case errors.Is(err, domain.ErrCorrupt):
+			d.resign(ctx, err.Error(), d.retryAfterCorrupt())
+			return
 		case err != nil:
 			d.fail(fmt.Errorf("leader work failed: %w", err))
 			return
@@ -173,6 +185,32 @@ func (d *Daemon) lead(ctx context.Context, epoch uint64) {
 			return
 		}
 	}
+}
+
+// resign gives leadership up for reason and waits for the term to end.
+func (d *Daemon) resign(ctx context.Context, reason string, holdOff time.Duration) {
+	d.log.Error("the leader cannot make progress; resigning so that another replica can try", "reason", reason, "hold_off", holdOff)
+	d.coord.Resign(reason, holdOff)
+	<-ctx.Done()
+}
+
+// holdOff is how long a replica that resigned waits before contending
+// again: one ttl, so a standby polling every renew_interval wins first.
+func (d *Daemon) holdOff() time.Duration {
+	if ttl := leaseConfig(d.cfg).TTL; ttl > 0 {
+		return ttl
+	}
+	return 30 * time.Second
+}
+
+// retryAfterCorrupt is how long a replica that found the checkpoint
+// document corrupt waits before looking again: one renew interval (a lease
+// keeper's standby also refuses to contend while the document is corrupt).
+func (d *Daemon) retryAfterCorrupt() time.Duration {
+	if r := leaseConfig(d.cfg).RenewInterval; r > 0 {
+		return r
+	}
+	return 10 * time.Second
 }
 
 // claim stamps the checkpoint document with epoch, retrying until it lands
@@ -189,7 +227,10 @@ func (d *Daemon) claim(ctx context.Context, epoch uint64) error {
 			d.log.Warn("cannot claim the checkpoint document; waiting for leadership to end", "epoch", epoch, "error", err)
 			<-ctx.Done()
 			return err
-		case errors.Is(err, domain.ErrCorrupt), errors.Is(err, ports.ErrPermissionDenied), errors.Is(err, ports.ErrBucketNotFound):
+		case errors.Is(err, domain.ErrCorrupt):
+			d.resign(ctx, err.Error(), d.retryAfterCorrupt())
+			return err
+		case errors.Is(err, ports.ErrPermissionDenied), errors.Is(err, ports.ErrBucketNotFound):
 			d.fail(fmt.Errorf("claim the checkpoint document: %w", err))
 			return err
 		}
@@ -259,9 +300,16 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		st := d.coord.Status()
 		standbyOK := r.URL.Query().Get("standby") == "ok"
+		rejecting := d.telemetry.SinkRejecting()
 		switch {
+		case d.leading() && rejecting != "":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "leader: sink rejecting all entries (%s); holding the data uncommitted\n", rejecting)
 		case d.leading():
 			_, _ = io.WriteString(w, "leader\n")
+		case st.Blocked != "":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "standby: blocked (%s): %s\n", st.Blocked, st.BlockedDetail)
 		case !st.Decided:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "starting\n")
@@ -287,10 +335,19 @@ func (d *Daemon) Handler() http.Handler {
 
 // StatusReport is the /statusz document.
 type StatusReport struct {
-	Role              string           `json:"role"`
+	Role string `json:"role"`
+	// Holder is this replica's holder id; LeaseHolder the lease's, as last
+	// read or written ("" when released or absent).
 	Holder            string           `json:"holder"`
 	Instance          string           `json:"instance,omitempty"`
 	Epoch             uint64           `json:"epoch"`
+	LeaseHolder       string           `json:"lease_holder"`
+	LeaseEpoch        uint64           `json:"lease_epoch"`
+	LeaseUnchangedFor string           `json:"lease_unchanged_for,omitempty"`
+	Blocked           string           `json:"blocked,omitempty"`
+	BlockedDetail     string           `json:"blocked_detail,omitempty"`
+	SinkRejecting     string           `json:"sink_rejecting,omitempty"`
+	PipelineStalled   bool             `json:"pipeline_stalled,omitempty"`
 	Coordinate        string           `json:"coordinate"`
 	Lease             string           `json:"lease"`
 	State             string           `json:"state"`
@@ -304,8 +361,13 @@ type StatusReport struct {
 func (d *Daemon) Status() StatusReport {
 	st := d.coord.Status()
 	r := StatusReport{Role: st.Role.String(), Holder: st.Holder, Instance: st.Instance, Epoch: st.Epoch,
+		LeaseHolder: st.LeaseHolder, LeaseEpoch: st.LeaseEpoch, Blocked: st.Blocked, BlockedDetail: st.BlockedDetail,
+		SinkRejecting: d.telemetry.SinkRejecting(), PipelineStalled: d.telemetry.Stalled(),
 		Coordinate: d.cfg.Coordinate.Type, Lease: st.Lease, State: d.state.String(),
 		CheckpointVersion: string(d.committer.Version()), Counters: d.telemetry.Counters()}
+	if st.LeaseUnchangedFor > 0 {
+		r.LeaseUnchangedFor = st.LeaseUnchangedFor.Round(time.Millisecond).String()
+	}
 	if !st.Decided {
 		r.Role = "starting"
 	}

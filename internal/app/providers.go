@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/google/wire"
 
@@ -47,6 +48,9 @@ type Coordinator interface {
 	Run(ctx context.Context, cb domain.Callbacks) error
 	CheckFence() error
 	Status() domain.Status
+	// Resign ends this replica's leadership so that another can try, and
+	// holds it off for holdOff.
+	Resign(reason string, holdOff time.Duration)
 }
 
 func provideClock(o Overrides) ports.Clock {
@@ -203,8 +207,8 @@ func keeperCoordinator(k *domain.LeaseKeeper) Coordinator { return k }
 // keeperFence is the only way a fence enters the graph: the keeper's.
 func keeperFence(k *domain.LeaseKeeper) Fence { return k.CheckFence }
 
-func provideSoleLeader() Coordinator {
-	return domain.NewSoleLeader(HolderID(""))
+func provideSoleLeader(clk ports.Clock) Coordinator {
+	return domain.NewSoleLeader(HolderID(""), clk)
 }
 
 // noFence: a single instance has nobody to be fenced by.

@@ -53,6 +53,9 @@ type Telemetry struct {
 	reconnects   metric.Int64Counter
 	counterMu    sync.Mutex
 	counterTotal map[string]int64 // for /statusz
+	sinkStats    atomic.Pointer[loki.Stats]
+	stalledAt    atomic.Int64 // unix nanoseconds of the last stall; 0 when none
+	blocked      atomic.Pointer[func() string]
 }
 
 // TelemetryOptions lets tests capture spans.
@@ -90,6 +93,7 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err := t.instruments(meter); err != nil {
 		return nil, nil, err
 	}
+	t.registerHealthGauges()
 	cleanup := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -169,6 +173,7 @@ func (t *Telemetry) CheckpointUnreadable(source string) {
 // RegisterSink exports the Loki sink's counters and returns the hook that
 // records push durations.
 func (t *Telemetry) RegisterSink(stats *loki.Stats) func(time.Duration) {
+	t.sinkStats.Store(stats)
 	for _, c := range []struct {
 		name, desc string
 		v          *atomic.Int64
@@ -200,6 +205,82 @@ func (t *Telemetry) RegisterSink(stats *loki.Stats) func(time.Duration) {
 		}))
 	h, _ := t.meter.Float64Histogram("sf2loki_loki_push_duration", metric.WithUnit("s"), metric.WithDescription("Time to push one batch, retries included."))
 	return func(d time.Duration) { h.Record(context.Background(), d.Seconds()) }
+}
+
+// SinkRejecting returns why the sink refuses every entry, or "".
+func (t *Telemetry) SinkRejecting() string {
+	if s := t.sinkStats.Load(); s != nil {
+		return s.Rejecting()
+	}
+	return ""
+}
+
+// SetStalled records that the pipeline's liveness guard fired (true) or
+// that entries flow again. A stall clears by itself once a push succeeds
+// after it.
+func (t *Telemetry) SetStalled(stalled bool) {
+	if !stalled {
+		t.stalledAt.Store(0)
+		return
+	}
+	t.stalledAt.Store(time.Now().UnixNano())
+}
+
+// Stalled reports whether the pipeline stalled and no push has succeeded
+// since.
+func (t *Telemetry) Stalled() bool {
+	at := t.stalledAt.Load()
+	if at == 0 {
+		return false
+	}
+	if s := t.sinkStats.Load(); s != nil && s.LastSuccess.Load() > at {
+		t.stalledAt.CompareAndSwap(at, 0)
+		return false
+	}
+	return true
+}
+
+// SetBlockedProbe sets how sf2loki_coordination_blocked learns why this
+// replica does not contend ("" when it does).
+func (t *Telemetry) SetBlockedProbe(probe func() string) { t.blocked.Store(&probe) }
+
+// blockedReasons are every value of sf2loki_coordination_blocked's reason
+// label, exported from the start (0 or 1) so alerts see them.
+var blockedReasons = []string{domain.BlockedCheckpointCorrupt, domain.BlockedCheckpointUnreadable, domain.BlockedEpochExhausted,
+	domain.BlockedLeaseUnreadable, domain.BlockedResigned}
+
+// registerHealthGauges exports the states /readyz reports.
+func (t *Telemetry) registerHealthGauges() {
+	bit := func(b bool) int64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	_, _ = t.meter.Int64ObservableGauge("sf2loki_coordination_blocked",
+		metric.WithDescription("1 for the reason this replica does not contend for the lease (checkpoint_corrupt, checkpoint_unreadable, epoch_exhausted, lease_unreadable, resigned); 0 for the others."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			current := ""
+			if p := t.blocked.Load(); p != nil {
+				current = (*p)()
+			}
+			for _, r := range blockedReasons {
+				o.Observe(bit(r == current), metric.WithAttributes(attribute.String("reason", r)))
+			}
+			return nil
+		}))
+	_, _ = t.meter.Int64ObservableGauge("sf2loki_pipeline_stalled",
+		metric.WithDescription("1 after the pipeline's liveness guard fired (service.stall_timeout) until a push succeeds again."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(bit(t.Stalled()))
+			return nil
+		}))
+	_, _ = t.meter.Int64ObservableGauge("sf2loki_loki_rejecting",
+		metric.WithDescription("1 while Loki refuses every entry (a wrong URL, auth, or no structured metadata): the data is held uncommitted."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(bit(t.SinkRejecting() != ""))
+			return nil
+		}))
 }
 
 // MetricsHandler serves the Prometheus text exposition.

@@ -14,7 +14,8 @@ import (
 // Injectors from wire.go:
 
 func buildNoop(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(), error) {
-	coordinator := provideSoleLeader()
+	clock := provideClock(o)
+	coordinator := provideSoleLeader(clock)
 	logger := provideLogger(cfg, o)
 	telemetry, cleanup, err := provideTelemetry(ctx, cfg, logger, o)
 	if err != nil {
@@ -25,7 +26,6 @@ func buildNoop(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, f
 		cleanup()
 		return nil, nil, err
 	}
-	clock := provideClock(o)
 	fence := noFence()
 	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
 	if err != nil {

@@ -65,7 +65,7 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 		return nil, err
 	}
 	realtime, bulk := laneConfigs(cfg)
-	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, Logger: log})
+	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, StallTimeout: cfg.Service.StallTimeout, Logger: log})
 	if err != nil {
 		return nil, err
 	}

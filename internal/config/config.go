@@ -217,6 +217,7 @@ type StateFile struct {
 type Service struct {
 	HealthAddr    string        `yaml:"health_addr" mapstructure:"health_addr" default:":8080" doc:"Listen address for /healthz, /readyz, /metrics and /statusz."`
 	ShutdownGrace time.Duration `yaml:"shutdown_grace" mapstructure:"shutdown_grace" default:"25s" doc:"How long a graceful stop may take to drain and commit before the lease is released anyway."`
+	StallTimeout  time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" doc:"The leader's liveness guard: when entries wait undelivered and no push or commit succeeds for this long, the leader reports it (/readyz 503, sf2loki_pipeline_stalled 1, one ERROR), abandons the batches in flight uncommitted and releases the lease so that another replica can try; it contends again after one ttl. At least 30s; 0 disables the guard."`
 	LogLevel      string        `yaml:"log_level" mapstructure:"log_level" default:"info" enum:"debug,info,warn,error" doc:"Minimum log level."`
 	LogFormat     string        `yaml:"log_format" mapstructure:"log_format" default:"json" enum:"json,text" doc:"Log format."`
 }

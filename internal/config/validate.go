@@ -216,6 +216,9 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	if c.Sink.Loki.MaxLineBytes < 0 || c.Sink.Loki.Timeout <= 0 {
 		add("sink.loki", "max_line_bytes must be >= 0 and timeout > 0")
 	}
+	if st := c.Service.StallTimeout; st != 0 && st < 30*time.Second {
+		add("service.stall_timeout", "must be 0 (off) or at least 30s, got %s", st)
+	}
 	if c.Service.ShutdownGrace <= 0 {
 		add("service.shutdown_grace", "must be > 0, got %s", c.Service.ShutdownGrace)
 	}
