@@ -1,0 +1,88 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+)
+
+// A standby that cannot contend because the checkpoint document is corrupt
+// says so on every surface: /readyz (both forms), /statusz and the metric.
+func TestBlockedStandbySaysWhy(t *testing.T) {
+	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
+	state.Store([]byte(`{"synthetic:Login": 12`))
+	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
+		Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	h := d.Handler()
+	d.Coordinator().(*domain.LeaseKeeper).Step(t.Context())
+	for _, path := range []string{"/readyz", "/readyz?standby=ok"} {
+		if code, body := get(t, h, path); code != 503 || !strings.HasPrefix(body, "standby: blocked (checkpoint_corrupt): ") || !strings.Contains(body, "not valid JSON") {
+			t.Errorf("%s: %d %q", path, code, body)
+		}
+	}
+	_, metrics := get(t, h, "/metrics")
+	for _, want := range []string{`sf2loki_coordination_blocked{reason="checkpoint_corrupt"} 1`, `sf2loki_coordination_blocked{reason="epoch_exhausted"} 0`,
+		"sf2loki_pipeline_stalled 0"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	_, body := get(t, h, "/statusz")
+	var st StatusReport
+	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Blocked != domain.BlockedCheckpointCorrupt || st.BlockedDetail == "" {
+		t.Fatalf("/statusz %s", body)
+	}
+}
+
+// stallingWorkload reports a stall at once, as the pipeline's guard does.
+type stallingWorkload struct{ runs chan struct{} }
+
+func (w stallingWorkload) Run(context.Context, Lead) error {
+	w.runs <- struct{}{}
+	return &domain.StalledError{For: 5 * time.Minute, Pending: 10}
+}
+
+// A stalled pipeline resigns: the lease is released for another replica,
+// this one holds off and says why.
+func TestAStalledLeaderResigns(t *testing.T) {
+	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
+	work := stallingWorkload{runs: make(chan struct{}, 4)}
+	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
+		Workload: work, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	go func() { _ = d.Run(ctx) }()
+	<-work.runs
+	eventually(t, "the resignation", func() bool {
+		o, ok := lease.Peek()
+		rec, _ := domain.DecodeLeaseRecord(o.Data)
+		return ok && rec.Holder == "" && d.Coordinator().Status().Blocked == domain.BlockedResigned
+	})
+	h := d.Handler()
+	if code, body := get(t, h, "/readyz"); code != 503 || !strings.Contains(body, "blocked (resigned)") || !strings.Contains(body, "pipeline stalled") {
+		t.Fatalf("/readyz %d %q", code, body)
+	}
+	if _, metrics := get(t, h, "/metrics"); !strings.Contains(metrics, "sf2loki_pipeline_stalled 1") ||
+		!strings.Contains(metrics, `sf2loki_coordination_blocked{reason="resigned"} 1`) {
+		t.Fatalf("/metrics:\n%s", metrics)
+	}
+	select {
+	case <-work.runs:
+		t.Fatal("the resigned replica led again before its hold-off")
+	case <-time.After(time.Second):
+	}
+}
