@@ -230,7 +230,10 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 			producers[id].Wait()
 			close(l.ch)
 		}()
-		consumers.Go(func() { p.consume(drain, l, commits, poisoned, fail) })
+		// A consumer's fatal error (a conflict, a fence) also abandons the
+		// other lane's push in flight: its commit could not land either, and
+		// Run must return promptly so that the daemon can reload.
+		consumers.Go(func() { p.consume(drain, l, commits, poisoned, func(err error) { fail(err); abandon() }) })
 	}
 	consumers.Wait()
 	return firstErr

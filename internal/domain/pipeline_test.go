@@ -547,3 +547,31 @@ func TestPipelineStallGuard(t *testing.T) {
 		})
 	})
 }
+
+// A conflict in one lane returns Run promptly even while the other lane's
+// push is stuck retrying a refusing sink: that push is abandoned
+// uncommitted, and the reload replays it.
+func TestPipelineConflictAbandonsTheOtherLanesPush(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		lane := smallLane
+		lane.BatchEntries = 5
+		log := &commitLog{err: func(int) error {
+			return &domain.ConflictError{Object: "mem://state", Op: "commit", Err: ports.ErrPreconditionFailed}
+		}}
+		sink := &recordingSink{fail: func(_ int, b []ports.Entry) error {
+			if b[0].Checkpoint.Key == "stuck" {
+				return ports.Transient("push", errors.New("503"))
+			}
+			return nil
+		}}
+		p := newPipeline(t, sink, clk, lane)
+		stuck := &listSource{lane: ports.LaneRealtime, entries: entries("stuck", 0, 5), wait: true}
+		live := &endlessSource{key: "k", clk: clk}
+		done := make(chan error, 1)
+		go func() { done <- p.Run(t.Context(), t.Context(), log, noResume, []ports.Source{stuck, live}) }()
+		settle(t, clk, time.Minute, func() bool { return len(done) == 1 })
+		if err := <-done; !errors.Is(err, domain.ErrConflict) {
+			t.Fatalf("Run: %v, want the conflict", err)
+		}
+	})
+}

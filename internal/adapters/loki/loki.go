@@ -153,6 +153,9 @@ type Sink struct {
 	accepting atomic.Bool
 	// dropLog rate-limits the per-entry drop warnings.
 	dropLog dropLimiter
+	// lastFullSplit is when a refused batch was last split in full while
+	// Loki refused everything (unix nanoseconds).
+	lastFullSplit atomic.Int64
 }
 
 // dropLimiter lets one drop warning per reason through each minute and
@@ -237,7 +240,7 @@ func (s *Sink) Push(ctx context.Context, batch []ports.Entry) error {
 	for i, e := range batch {
 		prepared[i] = s.prepare(e)
 	}
-	accepted, rejected, err := s.push(ctx, prepared, !s.accepting.Load())
+	accepted, rejected, err := s.push(ctx, prepared, s.probing())
 	if err != nil {
 		return err
 	}
@@ -342,11 +345,30 @@ func truncate(line string, limit int) string {
 	return line[:cut] + marker
 }
 
+// fullSplitEvery is how often, while Loki refuses everything, a refused
+// batch is still split down to single entries (instead of probed).
+const fullSplitEvery = 10 * time.Minute
+
+// probing reports whether a refused batch is probed rather than split: while
+// Loki is known to refuse every entry, except once every fullSplitEvery.
+func (s *Sink) probing() bool {
+	if s.Stats.Rejecting() == "" {
+		return false
+	}
+	now := time.Now().UnixNano()
+	if last := s.lastFullSplit.Load(); now-last > int64(fullSplitEvery) {
+		s.lastFullSplit.Store(now)
+		return false
+	}
+	return true
+}
+
 // push sends batch; on 400/413 it splits the batch in halves down to the
 // lone entries Loki refuses, and returns how many were accepted and which
-// were refused. probe (while Loki is not known to accept anything) first
-// tries the batch's first entry alone: refused too, the rest is not split
-// (a wrong URL would otherwise cost two requests per entry).
+// were refused. probe (while Loki refuses everything) first tries the
+// batch's first and last entries alone: both refused, the rest is not
+// split (a wrong URL would otherwise cost two requests per entry, at every
+// retry); either accepted, the rest is split as usual.
 func (s *Sink) push(ctx context.Context, batch []ports.Entry, probe bool) (int, []rejection, error) {
 	status, body, err := s.send(ctx, batch)
 	if err != nil {
@@ -364,11 +386,22 @@ func (s *Sink) push(ctx context.Context, batch []ports.Entry, probe bool) (int, 
 	}
 	if probe {
 		acc, rej, err := s.push(ctx, batch[:1], false)
-		if err != nil || acc == 0 {
-			return acc, rej, err
+		if err != nil {
+			return 0, nil, err
 		}
-		acc2, rej2, err := s.push(ctx, batch[1:], false)
-		return acc + acc2, append(rej, rej2...), err
+		if acc == 1 { // Loki takes entries again: the rest as usual
+			accRest, rejRest, err := s.push(ctx, batch[1:], false)
+			return 1 + accRest, rejRest, err
+		}
+		accLast, rejLast, err := s.push(ctx, batch[len(batch)-1:], false)
+		if err != nil || accLast == 0 {
+			return 0, append(rej, rejLast...), err
+		}
+		accMid, rejMid, err := 0, []rejection(nil), error(nil)
+		if len(batch) > 2 {
+			accMid, rejMid, err = s.push(ctx, batch[1:len(batch)-1], false)
+		}
+		return 1 + accMid, append(rej, rejMid...), err
 	}
 	half := len(batch) / 2
 	acc, rej, err := s.push(ctx, batch[:half], false)

@@ -433,7 +433,7 @@ func TestAPeerRejectingEverythingDropsNothing(t *testing.T) {
 				c.Attempts = 1
 				c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 			})
-			for range 3 {
+			for i := range 3 {
 				for _, n := range []int{1000, 1} {
 					mu.Lock()
 					requests = 0
@@ -442,8 +442,10 @@ func TestAPeerRejectingEverythingDropsNothing(t *testing.T) {
 					if !ports.IsTransient(err) || !errors.Is(err, loki.ErrRejectingAll) {
 						t.Fatalf("push of %d: %v, want a transient ErrRejectingAll", n, err)
 					}
-					if requests > 2 {
-						t.Fatalf("push of %d cost %d requests, want at most 2", n, requests)
+					// The first refusal is split in full to be sure no entry
+					// is accepted; later ones probe the first and last entry.
+					if i > 0 && requests > 3 {
+						t.Fatalf("push of %d cost %d requests, want at most 3 while rejecting", n, requests)
 					}
 				}
 			}
@@ -474,5 +476,46 @@ func TestNewRefusesAURLItCannotPost(t *testing.T) {
 		if _, err := loki.New(loki.Config{URL: u}); err == nil || !strings.Contains(err.Error(), "sink.loki.url") {
 			t.Errorf("%q: %v, want refused", u, err)
 		}
+	}
+}
+
+// While Loki refuses everything, a held batch whose first entry is bad on
+// its own must not stay held once Loki accepts again: the probe tries the
+// last entry too, and one accepted entry sends the rest through as usual.
+func TestProbingDoesNotHoldABatchForItsFirstEntry(t *testing.T) {
+	var mu sync.Mutex
+	refuseAll := true
+	var stored []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got, _ := decodeProtobuf(body)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range got {
+			if refuseAll || e.Line == "TOO OLD" {
+				w.WriteHeader(400)
+				return
+			}
+		}
+		for _, e := range got {
+			stored = append(stored, e.Line)
+		}
+		w.WriteHeader(204)
+	}))
+	defer srv.Close()
+	s := newSink(t, srv.URL, func(c *loki.Config) { c.Attempts = 1 })
+	b := batch(6)
+	b[0].Line = "TOO OLD"
+	if err := s.Push(t.Context(), b); !errors.Is(err, loki.ErrRejectingAll) {
+		t.Fatalf("push while Loki refuses all: %v", err)
+	}
+	mu.Lock()
+	refuseAll = false
+	mu.Unlock()
+	if err := s.Push(t.Context(), b); err != nil {
+		t.Fatalf("push once Loki accepts again: %v", err)
+	}
+	if len(stored) != 5 || s.Stats.Dropped()["bad_request"] != 1 || s.Stats.Rejecting() != "" {
+		t.Fatalf("stored %v, dropped %v, rejecting %q; want the 5 good entries stored and the bad one dropped", stored, s.Stats.Dropped(), s.Stats.Rejecting())
 	}
 }
