@@ -41,7 +41,15 @@ type Config struct {
 	Endpoint string
 	// RequestTimeout bounds each request (default DefaultRequestTimeout).
 	RequestTimeout time.Duration
+	// MaxSize caps the document: Get does not read a larger object (it
+	// returns ports.ErrTooLarge) and Put refuses larger data (default
+	// DefaultMaxSize).
+	MaxSize int64
 }
+
+// DefaultMaxSize is the cap on a document when Config.MaxSize is 0: the
+// checkpoint document's cap, far above any lease record.
+const DefaultMaxSize int64 = 16 << 20
 
 // Store is one GCS object with compare-and-swap. The client is created on
 // first use, so building a Store never touches the network (credential
@@ -50,6 +58,7 @@ type Store struct {
 	cfg     Config
 	name    string
 	timeout time.Duration
+	maxSize int64
 
 	once    sync.Once
 	client  *storage.Client
@@ -68,7 +77,11 @@ func New(_ context.Context, cfg Config) (*Store, error) {
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
-	return &Store{cfg: cfg, name: "gs://" + cfg.Bucket + "/" + cfg.ObjectName, timeout: timeout}, nil
+	maxSize := cfg.MaxSize
+	if maxSize <= 0 {
+		maxSize = DefaultMaxSize
+	}
+	return &Store{cfg: cfg, name: "gs://" + cfg.Bucket + "/" + cfg.ObjectName, timeout: timeout, maxSize: maxSize}, nil
 }
 
 // handle returns the object handle, creating the client on first use.
@@ -107,7 +120,8 @@ func (s *Store) Close() error {
 func (s *Store) String() string { return s.name }
 
 // Get implements ports.ObjectCAS. One reader returns the bytes and the
-// generation they belong to.
+// generation they belong to. An object over the size cap is not read: the
+// error wraps ports.ErrTooLarge and the Object carries the generation.
 func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 	obj, err := s.handle(ctx)
 	if err != nil {
@@ -120,11 +134,24 @@ func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 		return ports.Object{}, s.classify(ctx, "get", err, ports.Precondition{})
 	}
 	defer r.Close()
-	data, err := io.ReadAll(r)
+	v := version(r.Attrs.Generation)
+	if r.Attrs.Size > s.maxSize {
+		return ports.Object{Version: v}, s.tooLarge(r.Attrs.Size)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, s.maxSize+1))
 	if err != nil {
 		return ports.Object{}, s.classify(ctx, "get", fmt.Errorf("read body: %w", err), ports.Precondition{})
 	}
-	return ports.Object{Data: data, Version: version(r.Attrs.Generation)}, nil
+	if int64(len(data)) > s.maxSize {
+		return ports.Object{Version: v}, s.tooLarge(int64(len(data)))
+	}
+	return ports.Object{Data: data, Version: v}, nil
+}
+
+// tooLarge is the error for a document of size bytes (at least) over the cap.
+func (s *Store) tooLarge(size int64) error {
+	return fmt.Errorf("get %s: %w: the document is %d bytes, the cap is %d; it is not a document sf2loki wrote: "+
+		"move it aside (the daemon then starts from an absent document)", s, ports.ErrTooLarge, size, s.maxSize)
 }
 
 func version(gen int64) ports.Version { return ports.Version(strconv.FormatInt(gen, 10)) }
@@ -142,6 +169,9 @@ func generation(v ports.Version) (int64, error) {
 func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (ports.Version, error) {
 	if err := pre.Validate(false); err != nil {
 		return "", err
+	}
+	if int64(len(data)) > s.maxSize {
+		return "", fmt.Errorf("put %s: %w: the document is %d bytes, the cap is %d; nothing was written", s, ports.ErrTooLarge, len(data), s.maxSize)
 	}
 	cond := storage.Conditions{DoesNotExist: true}
 	if v, ok := pre.Version(); ok {

@@ -193,3 +193,28 @@ func TestMissingCredentialsArePermissionDeniedOnFirstUse(t *testing.T) {
 		t.Fatalf("Get without credentials: %v, want ErrPermissionDenied saying what to set", err)
 	}
 }
+
+func TestGetRefusesAnObjectOverTheCap(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	big := []byte(strings.Repeat("x", 4096))
+	full := open(t, srv.URL, bucket, "big.lease")
+	v, err := full.Put(t.Context(), big, ports.CreateOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped := open(t, srv.URL, bucket, "big.lease", func(c *gcs.Config) { c.MaxSize = 1024 })
+	obj, err := capped.Get(t.Context())
+	if !errors.Is(err, ports.ErrTooLarge) || obj.Data != nil || obj.Version != v || !strings.Contains(err.Error(), "4096 bytes") {
+		t.Fatalf("Get of a 4096-byte object with a 1024-byte cap: %v (data %d bytes, version %q, want %q)", err, len(obj.Data), obj.Version, v)
+	}
+	if _, err := capped.Put(t.Context(), []byte("{}"), ports.IfVersion(obj.Version)); err != nil {
+		t.Fatalf("replacing the oversized object: %v", err)
+	}
+	if _, err := capped.Put(t.Context(), big, ports.CreateOnly()); !errors.Is(err, ports.ErrTooLarge) {
+		t.Fatalf("Put over the cap: %v", err)
+	}
+	if got, err := full.Get(t.Context()); err != nil || string(got.Data) != "{}" {
+		t.Fatalf("after a refused write: %q, %v", got.Data, err)
+	}
+}

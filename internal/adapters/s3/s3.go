@@ -47,7 +47,15 @@ type Config struct {
 	Credentials aws.CredentialsProvider
 	// HTTPClient overrides the SDK's HTTP client when non-nil.
 	HTTPClient *http.Client
+	// MaxSize caps the document: Get does not read a larger object (it
+	// returns ports.ErrTooLarge) and Put refuses larger data (default
+	// DefaultMaxSize).
+	MaxSize int64
 }
+
+// DefaultMaxSize is the cap on a document when Config.MaxSize is 0: the
+// checkpoint document's cap, far above any lease record.
+const DefaultMaxSize int64 = 16 << 20
 
 // Store is one S3 object with compare-and-swap.
 type Store struct {
@@ -55,6 +63,7 @@ type Store struct {
 	bucket  string
 	key     string
 	timeout time.Duration
+	maxSize int64
 }
 
 var _ ports.ObjectCAS = (*Store)(nil)
@@ -101,13 +110,19 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
-	return &Store{client: client, bucket: cfg.Bucket, key: cfg.Key, timeout: timeout}, nil
+	maxSize := cfg.MaxSize
+	if maxSize <= 0 {
+		maxSize = DefaultMaxSize
+	}
+	return &Store{client: client, bucket: cfg.Bucket, key: cfg.Key, timeout: timeout, maxSize: maxSize}, nil
 }
 
 // String implements ports.ObjectCAS.
 func (s *Store) String() string { return "s3://" + s.bucket + "/" + s.key }
 
-// Get implements ports.ObjectCAS: one GetObject returns the body and its ETag.
+// Get implements ports.ObjectCAS: one GetObject returns the body and its
+// ETag. An object over the size cap is not read (its Content-Length says
+// so): the error wraps ports.ErrTooLarge and the Object carries the ETag.
 func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -116,14 +131,27 @@ func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 		return ports.Object{}, s.classify(ctx, "get", err)
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
-	if err != nil {
-		return ports.Object{}, s.classify(ctx, "get", fmt.Errorf("read body: %w", err))
-	}
 	if out.ETag == nil || *out.ETag == "" {
 		return ports.Object{}, fmt.Errorf("get %s: the store returned no ETag; sf2loki needs ETags for compare-and-swap", s)
 	}
-	return ports.Object{Data: data, Version: ports.Version(*out.ETag)}, nil
+	v := ports.Version(*out.ETag)
+	if n := aws.ToInt64(out.ContentLength); n > s.maxSize {
+		return ports.Object{Version: v}, s.tooLarge(n)
+	}
+	data, err := io.ReadAll(io.LimitReader(out.Body, s.maxSize+1))
+	if err != nil {
+		return ports.Object{}, s.classify(ctx, "get", fmt.Errorf("read body: %w", err))
+	}
+	if int64(len(data)) > s.maxSize {
+		return ports.Object{Version: v}, s.tooLarge(int64(len(data)))
+	}
+	return ports.Object{Data: data, Version: v}, nil
+}
+
+// tooLarge is the error for a document of size bytes (at least) over the cap.
+func (s *Store) tooLarge(size int64) error {
+	return fmt.Errorf("get %s: %w: the document is %d bytes, the cap is %d; it is not a document sf2loki wrote: "+
+		"move it aside (the daemon then starts from an absent document)", s, ports.ErrTooLarge, size, s.maxSize)
 }
 
 // Put implements ports.ObjectCAS with If-None-Match: * (create-only) or
@@ -131,6 +159,9 @@ func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (ports.Version, error) {
 	if err := pre.Validate(false); err != nil {
 		return "", err
+	}
+	if int64(len(data)) > s.maxSize {
+		return "", fmt.Errorf("put %s: %w: the document is %d bytes, the cap is %d; nothing was written", s, ports.ErrTooLarge, len(data), s.maxSize)
 	}
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &s.key, Body: bytes.NewReader(data),
 		ContentLength: aws.Int64(int64(len(data)))}
