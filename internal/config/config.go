@@ -19,7 +19,7 @@ type Config struct {
 type Salesforce struct {
 	AuthMode         string        `yaml:"auth_mode" mapstructure:"auth_mode" default:"none" enum:"none,jwt_bearer,client_credentials" doc:"none: no Salesforce connection. jwt_bearer: an RS256 assertion signed with private_key for username (pre-authorised users). client_credentials: client_id and client_secret, on the org's My Domain login_url."`
 	Environment      string        `yaml:"environment" mapstructure:"environment" default:"production" enum:"production,sandbox" doc:"Chooses login_url when it is blank: https://login.salesforce.com or https://test.salesforce.com."`
-	LoginURL         string        `yaml:"login_url" mapstructure:"login_url" default:"" doc:"The token host, e.g. https://mycompany.my.salesforce.com (required for client_credentials: the generic login hosts do not support it)."`
+	LoginURL         string        `yaml:"login_url" mapstructure:"login_url" default:"" format:"url" doc:"The token host, e.g. https://mycompany.my.salesforce.com (required for client_credentials: the generic login hosts do not support it)."`
 	ClientID         string        `yaml:"client_id" mapstructure:"client_id" default:"" doc:"The connected app's consumer key."`
 	Username         string        `yaml:"username" mapstructure:"username" default:"" doc:"The user a jwt_bearer token runs as."`
 	PrivateKey       string        `yaml:"private_key" mapstructure:"private_key" default:"" doc:"The PEM RSA key signing the JWT (secret). Prefer private_key_file."`
@@ -28,7 +28,7 @@ type Salesforce struct {
 	ClientSecretFile string        `yaml:"client_secret_file" mapstructure:"client_secret_file" default:"" doc:"A file holding client_secret; read at start, trimmed. A blank file is a missing secret."`
 	APIVersion       string        `yaml:"api_version" mapstructure:"api_version" default:"60.0" doc:"The REST API version, like 60.0."`
 	OrgID            string        `yaml:"org_id" mapstructure:"org_id" default:"" doc:"The 18-character org id; blank asks /services/oauth2/userinfo once."`
-	TokenTTL         time.Duration `yaml:"token_ttl" mapstructure:"token_ttl" default:"2h" doc:"How long a token is trusted (the org's session timeout); it is re-minted 60s before, and at once on a 401."`
+	TokenTTL         time.Duration `yaml:"token_ttl" mapstructure:"token_ttl" default:"2h" min:"2m" max:"24h" doc:"How long a token is trusted (the org's session timeout); it is re-minted 60s before, and at once on a 401."`
 }
 
 // SalesforceLoginURL is login_url, or the environment's login host.
@@ -56,11 +56,11 @@ type PubSub struct {
 	Include             []string      `yaml:"include" mapstructure:"include" default:"" doc:"Globs over topic names a topic must match (* matches any characters, / included); empty means every topic."`
 	Exclude             []string      `yaml:"exclude" mapstructure:"exclude" default:"" doc:"Globs over topic names to leave out, e.g. \"*ApiEventStream\"."`
 	ReplayPreset        string        `yaml:"replay_preset" mapstructure:"replay_preset" default:"LATEST" enum:"LATEST,EARLIEST,CUSTOM" doc:"Where a topic with no stored replay id starts: LATEST (new events only), EARLIEST (all retained events, up to 72h), CUSTOM (as LATEST). A stored replay id always wins; one Salesforce refuses as expired restarts the topic from EARLIEST."`
-	NumRequested        int           `yaml:"num_requested" mapstructure:"num_requested" default:"100" doc:"Events a subscription asks for at once (1 to 100). It asks for more once half have arrived and the pipeline took them: a full pipeline stops the requests, nothing is dropped."`
-	RediscoveryInterval time.Duration `yaml:"rediscovery_interval" mapstructure:"rediscovery_interval" default:"1h" doc:"How often \"*\" is listed again to subscribe to new topics; 0 lists once at start."`
-	StallTimeout        time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" doc:"A subscription that receives nothing (no events, no keepalive) for this long is reconnected from its last event. Salesforce sends a keepalive within 270s: keep this above that."`
-	BridgeMaxBytes      int           `yaml:"bridge_max_bytes" mapstructure:"bridge_max_bytes" default:"0" doc:"The most bytes of events the realtime lane holds between the subscriptions and Loki; when it is full, subscriptions stop asking Salesforce for events (nothing is dropped). 0 uses sink.loki.batch.queue_bytes."`
-	Endpoint            string        `yaml:"endpoint" mapstructure:"endpoint" default:"api.pubsub.salesforce.com:7443" doc:"The Pub/Sub API as host:port."`
+	NumRequested        int           `yaml:"num_requested" mapstructure:"num_requested" default:"100" min:"1" max:"100" doc:"Events a subscription asks for at once (1 to 100). It asks for more once half have arrived and the pipeline took them: a full pipeline stops the requests, nothing is dropped."`
+	RediscoveryInterval time.Duration `yaml:"rediscovery_interval" mapstructure:"rediscovery_interval" default:"1h" min:"1m" max:"24h" zero:"allowed" doc:"How often \"*\" is listed again to subscribe to new topics; 0 lists once at start."`
+	StallTimeout        time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" min:"1s" max:"1h" doc:"A subscription that receives nothing (no events, no keepalive) for this long is reconnected from its last event. Salesforce sends a keepalive within 270s: keep this above that."`
+	BridgeMaxBytes      int           `yaml:"bridge_max_bytes" mapstructure:"bridge_max_bytes" default:"0" min:"0" max:"4294967296" doc:"The most bytes of events the realtime lane holds between the subscriptions and Loki; when it is full, subscriptions stop asking Salesforce for events (nothing is dropped). 0 uses sink.loki.batch.queue_bytes."`
+	Endpoint            string        `yaml:"endpoint" mapstructure:"endpoint" default:"api.pubsub.salesforce.com:7443" format:"hostport" doc:"The Pub/Sub API as host:port."`
 	Plaintext           bool          `yaml:"plaintext" mapstructure:"plaintext" default:"false" doc:"Connect without TLS. Only to a loopback endpoint (tests, a local proxy)."`
 }
 
@@ -68,10 +68,10 @@ type PubSub struct {
 type EventLogFile struct {
 	EventTypes   []string      `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Event types to ingest (API, Login, ReportExport, …), or \"*\" for every type the org has; empty disables the source. Checkpoint key eventlogfile:<EventType>."`
 	Interval     string        `yaml:"interval" mapstructure:"interval" default:"Hourly" enum:"Hourly,Daily" doc:"Which files: Hourly or Daily (they duplicate each other; pick one)."`
-	PollInterval time.Duration `yaml:"poll_interval" mapstructure:"poll_interval" default:"1h" doc:"How often new files are listed."`
-	Lookback     time.Duration `yaml:"lookback" mapstructure:"lookback" default:"24h" doc:"How far back the first poll (no checkpoint yet) starts."`
-	SettleWindow time.Duration `yaml:"settle_window" mapstructure:"settle_window" default:"5m" doc:"Files younger than this wait for the next poll (and hold back later files of their type)."`
-	Concurrency  int           `yaml:"concurrency" mapstructure:"concurrency" default:"4" doc:"Event types downloaded at once."`
+	PollInterval time.Duration `yaml:"poll_interval" mapstructure:"poll_interval" default:"1h" min:"1m" max:"24h" doc:"How often new files are listed."`
+	Lookback     time.Duration `yaml:"lookback" mapstructure:"lookback" default:"24h" min:"1m" max:"8760h" doc:"How far back the first poll (no checkpoint yet) starts."`
+	SettleWindow time.Duration `yaml:"settle_window" mapstructure:"settle_window" default:"5m" min:"0s" max:"24h" doc:"Files younger than this wait for the next poll (and hold back later files of their type)."`
+	Concurrency  int           `yaml:"concurrency" mapstructure:"concurrency" default:"4" min:"1" max:"16" doc:"Event types downloaded at once."`
 }
 
 // EventlogObjects configures SOQL polling.
@@ -83,16 +83,16 @@ type EventlogObjects struct {
 type EventlogObject struct {
 	Name              string        `yaml:"name" mapstructure:"name" default:"" example:"LoginHistory" doc:"The object's API name (letters, digits and _ only)."`
 	TimestampField    string        `yaml:"timestamp_field" mapstructure:"timestamp_field" default:"EventDate" example:"LoginTime" doc:"The datetime field rows are polled by, in ascending order with Id."`
-	PollInterval      time.Duration `yaml:"poll_interval" mapstructure:"poll_interval" default:"5m" doc:"How often the object is polled."`
-	Lookback          time.Duration `yaml:"lookback" mapstructure:"lookback" default:"1h" doc:"How far back the first poll (no checkpoint yet) starts."`
-	Settle            time.Duration `yaml:"settle" mapstructure:"settle" default:"0s" doc:"A window behind the watermark re-read every poll, de-duplicated by Id, so rows that become visible late are not lost. 0 re-reads nothing."`
-	MaxCatchupRecords int           `yaml:"max_catchup_records" mapstructure:"max_catchup_records" default:"200000" doc:"The most rows one poll emits (the next poll continues); 0 is unbounded."`
+	PollInterval      time.Duration `yaml:"poll_interval" mapstructure:"poll_interval" default:"5m" min:"10s" max:"24h" doc:"How often the object is polled."`
+	Lookback          time.Duration `yaml:"lookback" mapstructure:"lookback" default:"1h" min:"1s" max:"8760h" doc:"How far back the first poll (no checkpoint yet) starts."`
+	Settle            time.Duration `yaml:"settle" mapstructure:"settle" default:"0s" min:"0s" max:"24h" doc:"A window behind the watermark re-read every poll, de-duplicated by Id, so rows that become visible late are not lost. 0 re-reads nothing."`
+	MaxCatchupRecords int           `yaml:"max_catchup_records" mapstructure:"max_catchup_records" default:"200000" min:"0" max:"10000000" doc:"The most rows one poll emits (the next poll continues); 0 is unbounded."`
 	BigObject         bool          `yaml:"big_object" mapstructure:"big_object" default:"false" doc:"Big objects need a newest-first drain, which is not built yet: true is refused."`
 }
 
 // Synthetic configures the synthetic source.
 type Synthetic struct {
-	Rate       int      `yaml:"rate" mapstructure:"rate" default:"0" doc:"Events per second; 0 disables the source."`
+	Rate       int      `yaml:"rate" mapstructure:"rate" default:"0" min:"0" max:"1000000" doc:"Events per second; 0 disables the source."`
 	EventTypes []string `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Event types to generate, round robin; empty means LoginEvent and ApiEvent."`
 }
 
@@ -103,7 +103,7 @@ type Sink struct {
 
 // LokiSink configures the Loki push client.
 type LokiSink struct {
-	URL                      string            `yaml:"url" mapstructure:"url" default:"" doc:"The push endpoint, e.g. http://loki:3100/loki/api/v1/push. Required when a source is enabled."`
+	URL                      string            `yaml:"url" mapstructure:"url" default:"" format:"url" doc:"The push endpoint, e.g. http://loki:3100/loki/api/v1/push. Required when a source is enabled."`
 	TenantID                 string            `yaml:"tenant_id" mapstructure:"tenant_id" default:"" doc:"Sent as X-Scope-OrgID (or as the basic-auth user when a token is set)."`
 	AuthToken                string            `yaml:"auth_token" mapstructure:"auth_token" default:"" doc:"A token (secret): basic auth with tenant_id or basic_auth_user, else a bearer token. Prefer auth_token_file."`
 	AuthTokenFile            string            `yaml:"auth_token_file" mapstructure:"auth_token_file" default:"" doc:"A file holding the token (trimmed); used when auth_token is empty."`
@@ -111,18 +111,18 @@ type LokiSink struct {
 	Encoding                 string            `yaml:"encoding" mapstructure:"encoding" default:"protobuf" enum:"protobuf,json" doc:"protobuf (snappy; Loki's canonical format) or json (gzip; for debugging)."`
 	Labels                   map[string]string `yaml:"labels" mapstructure:"labels" default:"" doc:"Static labels on every stream; only job, service_name, sf_org_id, environment and org are allowed."`
 	StructuredMetadataFields []string          `yaml:"structured_metadata_fields" mapstructure:"structured_metadata_fields" default:"" doc:"Top-level keys of a JSON line promoted to structured metadata (user ids, IPs: never labels)."`
-	MaxLineBytes             int               `yaml:"max_line_bytes" mapstructure:"max_line_bytes" default:"262144" doc:"Longer lines are truncated on a UTF-8 boundary with a marker giving the original size."`
-	Timeout                  time.Duration     `yaml:"timeout" mapstructure:"timeout" default:"30s" doc:"Bound on each push request."`
+	MaxLineBytes             int               `yaml:"max_line_bytes" mapstructure:"max_line_bytes" default:"262144" min:"0" max:"16777216" doc:"Longer lines are truncated on a UTF-8 boundary with a marker giving the original size; 0 means 262144."`
+	Timeout                  time.Duration     `yaml:"timeout" mapstructure:"timeout" default:"30s" min:"1s" max:"10m" doc:"Bound on each push request."`
 	Batch                    Batch             `yaml:"batch" mapstructure:"batch" doc:"Batching and queue bounds, per lane (realtime streams and bulk downloads each get their own)."`
 }
 
 // Batch shapes batches and bounds each lane's queue.
 type Batch struct {
-	MaxEntries   int           `yaml:"max_entries" mapstructure:"max_entries" default:"1000" doc:"A batch is pushed at this many entries, at max_bytes, or max_wait after its first entry."`
-	MaxBytes     int           `yaml:"max_bytes" mapstructure:"max_bytes" default:"1048576" doc:"Bytes at which a batch is pushed."`
-	MaxWait      time.Duration `yaml:"max_wait" mapstructure:"max_wait" default:"1s" doc:"How long a batch waits for more entries after its first."`
-	QueueEntries int           `yaml:"queue_entries" mapstructure:"queue_entries" default:"10000" doc:"Entries a lane may hold; a full lane blocks its sources (nothing is dropped)."`
-	QueueBytes   int           `yaml:"queue_bytes" mapstructure:"queue_bytes" default:"67108864" doc:"Bytes a lane may hold (64 MiB: two lanes fit a 512 MiB container with room to spare); 0 means no byte bound."`
+	MaxEntries   int           `yaml:"max_entries" mapstructure:"max_entries" default:"1000" min:"1" max:"100000" doc:"A batch is pushed at this many entries, at max_bytes, or max_wait after its first entry."`
+	MaxBytes     int           `yaml:"max_bytes" mapstructure:"max_bytes" default:"1048576" min:"1" max:"67108864" doc:"Bytes at which a batch is pushed."`
+	MaxWait      time.Duration `yaml:"max_wait" mapstructure:"max_wait" default:"1s" min:"10ms" max:"5m" doc:"How long a batch waits for more entries after its first."`
+	QueueEntries int           `yaml:"queue_entries" mapstructure:"queue_entries" default:"10000" min:"1" max:"1000000" doc:"Entries a lane may hold; a full lane blocks its sources (nothing is dropped). Each lane reserves about 100 bytes per entry at start."`
+	QueueBytes   int           `yaml:"queue_bytes" mapstructure:"queue_bytes" default:"67108864" min:"0" max:"4294967296" doc:"Bytes a lane may hold (64 MiB: two lanes fit a 512 MiB container with room to spare); 0 means no byte bound."`
 }
 
 // Coordinate types.
@@ -145,8 +145,8 @@ type Coordinate struct {
 
 // LeaseTiming is shared by the lease sections.
 type LeaseTiming struct {
-	TTL           time.Duration `yaml:"ttl" mapstructure:"ttl" default:"30s" doc:"How long a standby must see the lease unchanged, on its own clock, before taking over."`
-	RenewInterval time.Duration `yaml:"renew_interval" mapstructure:"renew_interval" default:"10s" doc:"How often the leader renews and a standby polls. Must be below ttl/2."`
+	TTL           time.Duration `yaml:"ttl" mapstructure:"ttl" default:"30s" min:"2s" max:"24h" doc:"How long a standby must see the lease unchanged, on its own clock, before taking over."`
+	RenewInterval time.Duration `yaml:"renew_interval" mapstructure:"renew_interval" default:"10s" min:"500ms" max:"12h" doc:"How often the leader renews and a standby polls. Must be below ttl/2."`
 	HolderID      string        `yaml:"holder_id" mapstructure:"holder_id" default:"" doc:"This replica's name in the lease; blank uses hostname-pid. Must be unique per replica."`
 }
 
@@ -161,8 +161,8 @@ type K8sLease struct {
 	Namespace     string        `yaml:"namespace" mapstructure:"namespace" default:"default" doc:"The Lease's namespace."`
 	Name          string        `yaml:"name" mapstructure:"name" default:"sf2loki-leader" doc:"The Lease's name."`
 	Identity      string        `yaml:"identity" mapstructure:"identity" default:"" doc:"This replica's name in the Lease; blank uses $HOSTNAME (the pod name), else hostname-pid."`
-	LeaseDuration time.Duration `yaml:"lease_duration" mapstructure:"lease_duration" default:"30s" doc:"How long a standby must see the Lease unchanged before taking over (the ttl)."`
-	RenewInterval time.Duration `yaml:"renew_interval" mapstructure:"renew_interval" default:"10s" doc:"How often the leader renews and a standby polls. Must be below lease_duration/2."`
+	LeaseDuration time.Duration `yaml:"lease_duration" mapstructure:"lease_duration" default:"30s" min:"2s" max:"24h" doc:"How long a standby must see the Lease unchanged before taking over (the ttl)."`
+	RenewInterval time.Duration `yaml:"renew_interval" mapstructure:"renew_interval" default:"10s" min:"500ms" max:"12h" doc:"How often the leader renews and a standby polls. Must be below lease_duration/2."`
 	Kubeconfig    string        `yaml:"kubeconfig" mapstructure:"kubeconfig" default:"" doc:"A kubeconfig file; blank uses the in-cluster service account."`
 }
 
@@ -183,7 +183,7 @@ type S3Object struct {
 	Bucket      string `yaml:"bucket" mapstructure:"bucket" default:"" doc:"The bucket (required)."`
 	Key         string `yaml:"key" mapstructure:"key" default:"sf2loki/leader.lease" doc:"The object key."`
 	Region      string `yaml:"region" mapstructure:"region" default:"" doc:"The bucket's region; blank uses AWS_REGION or the shared config."`
-	EndpointURL string `yaml:"endpoint_url" mapstructure:"endpoint_url" default:"" doc:"An S3-compatible endpoint, e.g. http://minio:9000 (path-style addressing). It must implement If-Match and If-None-Match; run sf2loki doctor to check."`
+	EndpointURL string `yaml:"endpoint_url" mapstructure:"endpoint_url" default:"" format:"url" doc:"An S3-compatible endpoint, e.g. http://minio:9000 (path-style addressing). It must implement If-Match and If-None-Match; run sf2loki doctor to check."`
 }
 
 // GCSObject names an object in GCS.
@@ -215,16 +215,16 @@ type StateFile struct {
 
 // Service configures the process.
 type Service struct {
-	HealthAddr    string        `yaml:"health_addr" mapstructure:"health_addr" default:":8080" doc:"Listen address for /healthz, /readyz, /metrics and /statusz."`
-	ShutdownGrace time.Duration `yaml:"shutdown_grace" mapstructure:"shutdown_grace" default:"25s" doc:"How long a graceful stop may take to drain and commit before the lease is released anyway."`
-	StallTimeout  time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" doc:"The leader's liveness guard: when entries wait undelivered and no push or commit succeeds for this long, the leader reports it (/readyz 503, sf2loki_pipeline_stalled 1, one ERROR), abandons the batches in flight uncommitted and releases the lease so that another replica can try; it contends again after one ttl. At least 30s; 0 disables the guard."`
+	HealthAddr    string        `yaml:"health_addr" mapstructure:"health_addr" default:":8080" format:"listen" doc:"Listen address for /healthz, /readyz, /metrics and /statusz."`
+	ShutdownGrace time.Duration `yaml:"shutdown_grace" mapstructure:"shutdown_grace" default:"25s" min:"1s" max:"1h" doc:"How long a graceful stop may take to drain and commit before the lease is released anyway."`
+	StallTimeout  time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" min:"30s" max:"24h" zero:"allowed" doc:"The leader's liveness guard: when entries wait undelivered and no push or commit succeeds for this long, the leader reports it (/readyz 503, sf2loki_pipeline_stalled 1, one ERROR), abandons the batches in flight uncommitted and releases the lease so that another replica can try; it contends again after one ttl. 0 disables the guard."`
 	LogLevel      string        `yaml:"log_level" mapstructure:"log_level" default:"info" enum:"debug,info,warn,error" doc:"Minimum log level."`
 	LogFormat     string        `yaml:"log_format" mapstructure:"log_format" default:"json" enum:"json,text" doc:"Log format."`
 }
 
 // Telemetry configures trace export.
 type Telemetry struct {
-	OTLPEndpoint string            `yaml:"otlp_endpoint" mapstructure:"otlp_endpoint" default:"" doc:"OTLP/HTTP endpoint for traces, e.g. http://otel-collector:4318 (/v1/traces is appended when the URL has no path); blank disables trace export."`
+	OTLPEndpoint string            `yaml:"otlp_endpoint" mapstructure:"otlp_endpoint" default:"" format:"url" doc:"OTLP/HTTP endpoint for traces, e.g. http://otel-collector:4318 (/v1/traces is appended when the URL has no path); blank disables trace export."`
 	Headers      map[string]string `yaml:"headers" mapstructure:"headers" default:"" doc:"Extra HTTP headers for the OTLP exporter (e.g. authentication). Values are never logged."`
 	ServiceName  string            `yaml:"service_name" mapstructure:"service_name" default:"sf2loki" doc:"The service.name resource attribute."`
 }

@@ -119,7 +119,7 @@ func TestValidation(t *testing.T) {
 		"same file": {`{coordinate: {type: file_lease, file_lease: {path: /x/a.json}}, state: {file: {path: /x/./a.json}}}`,
 			"coordinate.file_lease.path: the lease and the checkpoint document are the same object"},
 		"not a mapping":  {`- a`, "the top level must be a mapping"},
-		"zero batch":     {`sink: {loki: {batch: {max_entries: 0}}}`, "sink.loki.batch: max_entries, max_bytes, max_wait and queue_entries must be > 0"},
+		"zero batch":     {`sink: {loki: {batch: {max_entries: 0}}}`, "sink.loki.batch.max_entries: must be > 0, got 0; the minimum is 1"},
 		"source no sink": {`sources: {synthetic: {rate: 5}}`, "sink.loki.url: required when a source is enabled"},
 		"section scalar": {`coordinate: 5`, "coordinate: must be a mapping"},
 	}
@@ -239,7 +239,7 @@ func TestEventlogObjects(t *testing.T) {
 		"twice":        {base + "sources: {eventlog_objects: {objects: [{name: A}, {name: A}]}}\n", "A is listed twice"},
 		"no auth":      {"sink: {loki: {url: http://l}}\nsources: {eventlog_objects: {objects: [{name: A}]}}\n", "salesforce.auth_mode: required when sources.eventlog_objects.objects is set"},
 		"not a list":   {base + "sources: {eventlog_objects: {objects: {name: A}}}\n", "must be a list"},
-		"fast polling": {base + "sources: {eventlog_objects: {objects: [{name: A, poll_interval: 1s}]}}\n", "poll_interval must be at least 10s"},
+		"fast polling": {base + "sources: {eventlog_objects: {objects: [{name: A, poll_interval: 1s}]}}\n", "sources.eventlog_objects.objects[0].poll_interval: must be at least 10s, got 1s"},
 	} {
 		_, _, err := config.Load(write(t, tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -261,7 +261,7 @@ func TestEventLogFileConfig(t *testing.T) {
 		"bad type":     {base + "sources: {eventlogfile: {event_types: ['Report Export']}}\n", `"Report Export" is not an event type name`},
 		"bad interval": {base + "sources: {eventlogfile: {event_types: [API], interval: Weekly}}\n", `"Weekly" is not one of [Hourly Daily]`},
 		"no auth":      {"sink: {loki: {url: http://l}}\nsources: {eventlogfile: {event_types: ['*']}}\n", "salesforce.auth_mode: required when sources.eventlogfile.event_types is set"},
-		"concurrency":  {base + "sources: {eventlogfile: {event_types: [API], concurrency: 0}}\n", "concurrency 1 to 16"},
+		"concurrency":  {base + "sources: {eventlogfile: {event_types: [API], concurrency: 0}}\n", "sources.eventlogfile.concurrency: must be > 0, got 0; the minimum is 1"},
 	} {
 		_, _, err := config.Load(write(t, tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -283,11 +283,11 @@ func TestPubSubConfig(t *testing.T) {
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"bad topic":      {base + "sources: {pubsub: {topics: [LoginEventStream]}}\n", `"LoginEventStream" is not a topic`},
 		"bad preset":     {base + "sources: {pubsub: {topics: ['*'], replay_preset: OLDEST}}\n", `"OLDEST" is not one of [LATEST EARLIEST CUSTOM]`},
-		"over 100":       {base + "sources: {pubsub: {topics: ['*'], num_requested: 500}}\n", "num_requested: must be 1 to 100"},
+		"over 100":       {base + "sources: {pubsub: {topics: ['*'], num_requested: 500}}\n", "sources.pubsub.num_requested: must be at most 100, got 500"},
 		"no auth":        {"sink: {loki: {url: http://l}}\nsources: {pubsub: {topics: ['*']}}\n", "salesforce.auth_mode: required when sources.pubsub.topics is set"},
 		"remote no TLS":  {base + "sources: {pubsub: {topics: ['*'], plaintext: true}}\n", "plaintext is allowed only to a loopback endpoint"},
 		"no port":        {base + "sources: {pubsub: {topics: ['*'], endpoint: api.pubsub.salesforce.com}}\n", "is not host:port"},
-		"stall too fast": {base + "sources: {pubsub: {topics: ['*'], stall_timeout: 10ms}}\n", "stall_timeout must be at least 1s"},
+		"stall too fast": {base + "sources: {pubsub: {topics: ['*'], stall_timeout: 10ms}}\n", "sources.pubsub.stall_timeout: must be at least 1s, got 10ms"},
 	} {
 		_, _, err := config.Load(write(t, tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

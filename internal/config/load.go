@@ -4,21 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
-	"gopkg.in/yaml.v3"
 
 	"github.com/sf2loki/sf2loki/internal/domain"
 )
 
 // EnvPrefix starts every environment variable that overrides a key:
 // SF2LOKI_ + the dotted path upper-cased with "__" between levels, e.g.
-// SF2LOKI_COORDINATE__S3_LEASE__BUCKET.
+// SF2LOKI_COORDINATE__S3_LEASE__BUCKET. Only names holding "__" or naming
+// a top-level key are overrides; other SF2LOKI_ variables are ignored.
 const EnvPrefix = "SF2LOKI_"
 
 // Problem is one thing wrong with a configuration.
@@ -56,6 +60,10 @@ func (e *Error) Unwrap() error { return domain.ErrInvalidConfig }
 // overrides and defaults, and validates the result. It returns the
 // configuration, warnings about risky but valid choices, and an *Error
 // listing every problem.
+//
+// Every step is linear in the size of the file: unknown keys and values of
+// the wrong shape are reported and pruned before the rest is merged and
+// decoded, so nothing downstream walks them.
 func Load(path string) (*Config, []string, error) {
 	var problems []Problem
 	raw := map[string]any{}
@@ -66,8 +74,8 @@ func Load(path string) (*Config, []string, error) {
 		if err != nil {
 			return nil, nil, &Error{Source: src, Problems: []Problem{{Path: "(file)", Message: fmt.Sprintf("cannot read: %v", err)}}}
 		}
-		var doc any
-		if err := yaml.Unmarshal(data, &doc); err != nil {
+		doc, err := parseYAML(data)
+		if err != nil {
 			return nil, nil, &Error{Source: src, Problems: []Problem{{Path: "(file)", Message: fmt.Sprintf("not valid YAML: %v", err)}}}
 		}
 		switch d := doc.(type) {
@@ -75,16 +83,19 @@ func Load(path string) (*Config, []string, error) {
 		case map[string]any:
 			raw = d
 		default:
-			return nil, nil, &Error{Source: src, Problems: []Problem{{Path: "(file)", Message: fmt.Sprintf("the top level must be a mapping, not %T", doc)}}}
+			return nil, nil, &Error{Source: src, Problems: []Problem{{Path: "(file)", Message: fmt.Sprintf("the top level must be a mapping, not %s", shapeOf(doc))}}}
 		}
 	}
+	sugg := &suggester{left: maxSuggestions}
+	problems = append(problems, checkTree(raw, "", "", sugg)...)
 	problems = append(problems, interpolate(raw, "")...)
-	problems = append(problems, unknownKeys(raw, "")...)
-	problems = append(problems, unknownEnv(os.Environ())...)
+	problems = append(problems, checkItems(raw)...)
+	envProblems, warnings := checkEnv(os.Environ(), sugg)
+	problems = append(problems, envProblems...)
 	envMapEntries(raw, os.Environ())
 
 	v := viper.New()
-	for _, f := range Schema() {
+	for _, f := range schema() {
 		if !f.Section && !f.Item && f.Type != "map of string" && f.Type != "list of string" {
 			v.SetDefault(f.Path, f.Default)
 		}
@@ -95,18 +106,18 @@ func Load(path string) (*Config, []string, error) {
 	v.SetEnvPrefix(strings.TrimSuffix(EnvPrefix, "_"))
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "__"))
 	v.AutomaticEnv()
+	problems = append(problems, checkValues(v)...)
 	cfg := &Config{}
 	err := v.Unmarshal(cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		mapstructure.StringToTimeDurationHookFunc())))
-	var warnings []string
 	if err != nil {
 		problems = append(problems, decodeProblems(err)...)
 	} else {
-		applyItemDefaults(cfg)
 		// Report every problem at once: validation runs even when keys were
-		// unknown.
-		var vp []Problem
-		warnings, vp = cfg.Validate()
+		// unknown or values malformed (those were replaced by their
+		// defaults above).
+		w, vp := cfg.Validate()
+		warnings = append(warnings, w...)
 		problems = append(problems, vp...)
 	}
 	if len(problems) > 0 {
@@ -137,97 +148,381 @@ var decodePath = regexp.MustCompile(`'([a-z0-9_.]+)'`)
 
 var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// interpolate replaces ${NAME} in every string value with the environment
-// variable NAME; an unset variable is a problem.
+// interpolate replaces ${NAME} in every string value (in mappings and
+// lists) with the environment variable NAME; an unset variable is a
+// problem.
 func interpolate(m map[string]any, prefix string) []Problem {
 	var problems []Problem
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		path := join(prefix, k)
-		switch v := m[k].(type) {
-		case string:
-			m[k] = placeholder.ReplaceAllStringFunc(v, func(s string) string {
-				name := placeholder.FindStringSubmatch(s)[1]
-				val, ok := os.LookupEnv(name)
-				if !ok {
-					problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("${%s} is not set in the environment", name)})
-				}
-				return val
-			})
-		case map[string]any:
-			problems = append(problems, interpolate(v, path)...)
-		}
+		var p []Problem
+		m[k], p = interpolateValue(m[k], join(prefix, k))
+		problems = append(problems, p...)
 	}
 	return problems
 }
 
-// unknownKeys reports every key of m that the schema does not declare.
-func unknownKeys(m map[string]any, prefix string) []Problem {
-	known := map[string]Field{}
-	for _, f := range Schema() {
-		known[f.Path] = f
+func interpolateValue(v any, path string) (any, []Problem) {
+	switch v := v.(type) {
+	case string:
+		var problems []Problem
+		out := placeholder.ReplaceAllStringFunc(v, func(s string) string {
+			name := placeholder.FindStringSubmatch(s)[1]
+			val, ok := os.LookupEnv(name)
+			if !ok {
+				problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("${%s} is not set in the environment", name)})
+			}
+			return val
+		})
+		return out, problems
+	case map[string]any:
+		return v, interpolate(v, path)
+	case []any:
+		var problems []Problem
+		for i := range v {
+			var p []Problem
+			v[i], p = interpolateValue(v[i], fmt.Sprintf("%s[%d]", path, i))
+			problems = append(problems, p...)
+		}
+		return v, problems
 	}
+	return v, nil
+}
+
+// checkTree reports every key of m that the schema does not declare and
+// every value whose shape cannot be its key's (a mapping for a number, a
+// list for a section), and deletes them from m so that nothing later walks
+// them. schemaPrefix is m's path in the schema ("[]" for list items),
+// shown the path in problems ("[3]").
+func checkTree(m map[string]any, schemaPrefix, shown string, sugg *suggester) []Problem {
+	known := fieldsByPath()
 	var problems []Problem
+	add := func(path, format string, args ...any) {
+		problems = append(problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		path := join(prefix, k)
+		path, show := join(schemaPrefix, k), join(shown, k)
 		f, ok := known[path]
+		val := m[k]
 		switch {
 		case !ok:
-			problems = append(problems, Problem{Path: path, Message: "unknown key" + suggest(path)})
+			add(show, "unknown key%s", sugg.suggest(path))
+			delete(m, k)
+		case val == nil:
+			delete(m, k) // "key:" with no value: the default applies
 		case f.List:
-			items, isList := m[k].([]any)
+			items, isList := val.([]any)
 			if !isList {
-				if m[k] != nil {
-					problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("must be a list, not %T", m[k])})
+				add(show, "must be a list, not %s", shapeOf(val))
+				delete(m, k)
+				continue
+			}
+			kept := items[:0]
+			for i, it := range items {
+				sub, isMap := it.(map[string]any)
+				if !isMap {
+					add(fmt.Sprintf("%s[%d]", show, i), "must be a mapping, not %s", shapeOf(it))
+					continue
+				}
+				problems = append(problems, checkTree(sub, path+"[]", fmt.Sprintf("%s[%d]", show, i), sugg)...)
+				kept = append(kept, sub)
+			}
+			m[k] = kept
+		case f.Section:
+			sub, isMap := val.(map[string]any)
+			if !isMap {
+				add(show, "must be a mapping, not %s", shapeOf(val))
+				delete(m, k)
+				continue
+			}
+			problems = append(problems, checkTree(sub, path, show, sugg)...)
+		case f.Type == "map of string":
+			sub, isMap := val.(map[string]any)
+			if !isMap {
+				add(show, "must be a mapping of names to strings, not %s", shapeOf(val))
+				delete(m, k)
+				continue
+			}
+			for _, name := range slices.Sorted(maps.Keys(sub)) {
+				if !scalar(sub[name]) {
+					add(show+"."+name, "must be a string, not %s", shapeOf(sub[name]))
+					delete(sub, name)
+				}
+			}
+		case f.Type == "list of string":
+			items, isList := val.([]any)
+			if !isList {
+				if !scalar(val) {
+					add(show, "must be a list of strings, not %s", shapeOf(val))
+					delete(m, k)
 				}
 				continue
 			}
 			for i, it := range items {
-				sub, isMap := it.(map[string]any)
-				if !isMap {
-					problems = append(problems, Problem{Path: fmt.Sprintf("%s[%d]", path, i), Message: fmt.Sprintf("must be a mapping, not %T", it)})
-					continue
-				}
-				for _, p := range unknownKeys(sub, path+"[]") {
-					p.Path = strings.Replace(p.Path, path+"[]", fmt.Sprintf("%s[%d]", path, i), 1)
-					problems = append(problems, p)
+				if !scalar(it) {
+					add(fmt.Sprintf("%s[%d]", show, i), "must be a string, not %s", shapeOf(it))
+					delete(m, k)
+					break
 				}
 			}
-		case f.Section:
-			sub, isMap := m[k].(map[string]any)
-			if !isMap {
-				if m[k] != nil {
-					problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("must be a mapping, not %T", m[k])})
-				}
-				continue
-			}
-			problems = append(problems, unknownKeys(sub, path)...)
+		case !scalar(val):
+			add(show, "must be %s, not %s", typeWithArticle(f), shapeOf(val))
+			delete(m, k)
 		}
 	}
 	return problems
 }
 
-// unknownEnv reports SF2LOKI_ variables that name no key.
-func unknownEnv(environ []string) []Problem {
-	keys := Keys()
+// checkItems checks the values of list items (which the environment
+// cannot set) and fills in their defaults. A malformed value is a problem
+// and is replaced by its default, so that validation still runs.
+func checkItems(raw map[string]any) []Problem {
 	var problems []Problem
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, EnvPrefix) {
+	fields := schema()
+	for _, list := range fields {
+		if !list.List || list.Item {
 			continue
 		}
-		path := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
-		if _, _, ok := mapEntry(path); ok || slices.Contains(keys, path) {
-			continue
+		items, _ := lookup(raw, list.Path).([]any)
+		for i, it := range items {
+			item := it.(map[string]any) // checkTree kept only mappings
+			for _, f := range fields {
+				name, ok := strings.CutPrefix(f.Path, list.Path+"[].")
+				if !ok || f.Section || strings.Contains(name, ".") {
+					continue
+				}
+				if val, set := item[name]; set {
+					if msg := checkScalar(f, val); msg != "" {
+						problems = append(problems, Problem{Path: fmt.Sprintf("%s[%d].%s", list.Path, i, name), Message: msg})
+						delete(item, name)
+					}
+				}
+				if _, set := item[name]; !set && f.Default != "" {
+					item[name] = f.Default
+				}
+			}
 		}
-		problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("environment variable %s names an unknown key%s", name, suggest(path))})
 	}
 	return problems
 }
+
+// lookup returns the value at a dotted path of raw, or nil.
+func lookup(raw map[string]any, path string) any {
+	var cur any = raw
+	for part := range strings.SplitSeq(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[part]
+	}
+	return cur
+}
+
+// checkValues checks every scalar key's value, from the file or the
+// environment, against its type. A malformed value is a problem and is
+// replaced by the key's default, so that decoding and validation still
+// run and report everything else.
+func checkValues(v *viper.Viper) []Problem {
+	var problems []Problem
+	for _, f := range schema() {
+		if f.Section || f.Item || f.Type == "map of string" || f.Type == "list of string" {
+			continue
+		}
+		msg := checkScalar(f, v.Get(f.Path))
+		if msg == "" {
+			continue
+		}
+		if name := envName(f.Path); os.Getenv(name) != "" {
+			msg += " (from " + name + ")"
+		}
+		problems = append(problems, Problem{Path: f.Path, Message: msg})
+		v.Set(f.Path, f.Default)
+	}
+	return problems
+}
+
+// envName is the environment variable that overrides path.
+func envName(path string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "__"))
+}
+
+// checkScalar says what is wrong with val as a value of f, or "".
+func checkScalar(f Field, val any) string {
+	if val == nil {
+		return ""
+	}
+	if !scalar(val) {
+		return fmt.Sprintf("must be %s, not %s", typeWithArticle(f), shapeOf(val))
+	}
+	switch f.Type {
+	case "duration":
+		return checkDuration(val)
+	case "int":
+		if _, ok := toInt(val); !ok {
+			return fmt.Sprintf("%v is not a whole number%s", val, rangeHint(f))
+		}
+	case "bool":
+		switch b := val.(type) {
+		case bool:
+		case string:
+			if _, err := strconv.ParseBool(strings.TrimSpace(b)); err != nil {
+				return fmt.Sprintf("%q is not true or false", b)
+			}
+		default:
+			return fmt.Sprintf("%v is not true or false", val)
+		}
+	}
+	return ""
+}
+
+// checkDuration accepts a duration with a unit, or a bare 0. A bare number
+// would be read as nanoseconds: 30 is almost certainly meant as 30s.
+func checkDuration(val any) string {
+	var s string
+	switch d := val.(type) {
+	case time.Duration:
+		return ""
+	case string:
+		s = strings.TrimSpace(d)
+		if _, err := time.ParseDuration(s); err == nil {
+			return ""
+		}
+		if _, err := strconv.ParseFloat(s, 64); err != nil {
+			return fmt.Sprintf("%q is not a duration; write it like 30s, 1m30s or 500ms", d)
+		}
+	case int, int64, uint64, float64:
+		s = fmt.Sprint(d)
+		if f, _ := strconv.ParseFloat(s, 64); f == 0 {
+			return ""
+		}
+	default:
+		return fmt.Sprintf("%v is not a duration; write it like 30s, 1m30s or 500ms", val)
+	}
+	return fmt.Sprintf("%s has no unit; write %ss (or ms, m, h)", s, s)
+}
+
+// toInt converts a decoded YAML or environment value to an int, if it is a
+// whole number that fits.
+func toInt(val any) (int64, bool) {
+	switch n := val.(type) {
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case uint64:
+		return int64(n), n <= math.MaxInt64
+	case float64:
+		return int64(n), n == math.Trunc(n) && n >= math.MinInt64 && n < math.MaxInt64
+	case string:
+		i, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
+		return i, err == nil
+	}
+	return 0, false
+}
+
+// scalar reports whether v is a single value: not a mapping, not a list.
+func scalar(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	return true
+}
+
+func shapeOf(v any) string {
+	switch v := v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+func typeWithArticle(f Field) string {
+	switch f.Type {
+	case "duration":
+		return "a duration like 30s"
+	case "int":
+		return "a whole number"
+	case "bool":
+		return "true or false"
+	case "enum":
+		return "one of " + strings.Join(f.Enum, ", ")
+	}
+	return "a string"
+}
+
+// checkEnv reports SF2LOKI_ variables that are meant as overrides but name
+// no key. A variable is an override when its name holds the "__" level
+// separator or names a top-level key exactly; any other SF2LOKI_ variable
+// is not sf2loki's (Kubernetes injects SF2LOKI_SERVICE_HOST,
+// SF2LOKI_PORT_8080_TCP, … for a Service named sf2loki) and is ignored,
+// with a warning when it looks like a key written with "_" for "__".
+func checkEnv(environ []string, sugg *suggester) (problems []Problem, warnings []string) {
+	known := fieldsByPath()
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		rest, ok := strings.CutPrefix(name, EnvPrefix)
+		if !ok {
+			continue
+		}
+		path := strings.ToLower(strings.ReplaceAll(rest, "__", "."))
+		f, isKey := known[path]
+		if isKey && f.Item {
+			isKey = false
+		}
+		switch {
+		case isKey && f.Section:
+			problems = append(problems, Problem{Path: path, Message: fmt.Sprintf(
+				"environment variable %s names the section %s, not a key; set its keys, e.g. %s", name, path, envName(firstKey(path)))})
+		case isKey:
+		case !strings.Contains(rest, "__"):
+			if k, ok := squashedKeys()[squash(rest)]; ok {
+				warnings = append(warnings, fmt.Sprintf("environment variable %s is ignored: levels are separated by __; did you mean %s?", name, envName(k)))
+			}
+		default:
+			if _, _, entry := mapEntry(path); entry {
+				continue
+			}
+			problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("environment variable %s names an unknown key%s", name, sugg.suggest(path))})
+		}
+	}
+	return problems, warnings
+}
+
+// firstKey is the first key under section path.
+func firstKey(path string) string {
+	for _, f := range schema() {
+		if !f.Section && !f.Item && strings.HasPrefix(f.Path, path+".") {
+			return f.Path
+		}
+	}
+	return path
+}
+
+// squash drops case, "_" and "." so that a key written with the wrong
+// separators still matches.
+func squash(s string) string {
+	return strings.NewReplacer("_", "", ".", "").Replace(strings.ToLower(s))
+}
+
+var squashedKeys = sync.OnceValue(func() map[string]string {
+	m := map[string]string{}
+	for _, k := range Keys() {
+		m[squash(k)] = k
+	}
+	return m
+})
 
 // mapEntry splits an environment path like sink.loki.labels.cluster into
 // a map key's path and the entry name, when it names an entry of a map.
 func mapEntry(path string) (field, key string, ok bool) {
-	for _, f := range Schema() {
+	for _, f := range schema() {
 		if f.Type == "map of string" && !f.Item {
 			if k, found := strings.CutPrefix(path, f.Path+"."); found && k != "" {
 				return f.Path, k, true
@@ -244,16 +539,17 @@ func mapEntry(path string) (field, key string, ok bool) {
 func envMapEntries(raw map[string]any, environ []string) {
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, EnvPrefix) {
+		rest, ok := strings.CutPrefix(name, EnvPrefix)
+		if !ok || !strings.Contains(rest, "__") {
 			continue
 		}
-		path := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
+		path := strings.ToLower(strings.ReplaceAll(rest, "__", "."))
 		field, key, ok := mapEntry(path)
 		if !ok {
 			continue
 		}
 		m := raw
-		for _, part := range strings.Split(field, ".") {
+		for part := range strings.SplitSeq(field, ".") {
 			next, ok := m[part].(map[string]any)
 			if !ok {
 				next = map[string]any{}
@@ -265,18 +561,37 @@ func envMapEntries(raw map[string]any, environ []string) {
 	}
 }
 
+// maxSuggestions bounds the did-you-mean searches of one load: a file of
+// thousands of unknown keys is not a typo, and each search costs a pass
+// over the schema.
+const maxSuggestions = 100
+
+// suggester names the known key closest to an unknown one, for the first
+// maxSuggestions unknown keys.
+type suggester struct{ left int }
+
 // suggest names the known key closest to path, if one is close.
-func suggest(path string) string {
-	best, bestD := "", 1<<30
-	for _, f := range Schema() {
+func (s *suggester) suggest(path string) string {
+	if s.left <= 0 {
+		return ""
+	}
+	s.left--
+	limit := max(2, len(path)/4)
+	best, bestD := "", limit+1
+	for _, f := range schema() {
 		if f.Section {
+			continue
+		}
+		// The distance is at least the difference in length: skip keys
+		// that cannot be close (and a megabyte-long key costs nothing).
+		if d := len(path) - len(f.Path); d > limit || -d > limit {
 			continue
 		}
 		if d := distance(path, f.Path); d < bestD {
 			best, bestD = f.Path, d
 		}
 	}
-	if bestD <= max(2, len(path)/4) {
+	if best != "" {
 		return fmt.Sprintf("; did you mean %s?", best)
 	}
 	return ""

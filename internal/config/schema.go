@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -24,15 +26,39 @@ type Field struct {
 	// List marks a section that is a list of objects; Item marks a field of
 	// such an object (its Path holds "[]", its index is within the item).
 	List, Item bool
-	kind       reflect.Kind
-	index      []int
+	// Min and Max bound a number or a duration (as written in the tags,
+	// e.g. "2s", "100"); ZeroAllowed admits 0 below Min (it means "off").
+	Min, Max    string
+	ZeroAllowed bool
+	// Format is what a string must look like: "url" (http or https with a
+	// host), "hostport" (host:port), "listen" (a listen address, [host]:port).
+	Format string
+	kind   reflect.Kind
+	index  []int
+	// min and max are Min and Max as numbers (nanoseconds for durations).
+	min, max       int64
+	hasMin, hasMax bool
 }
 
-// Schema returns every section and key in declaration order.
-func Schema() []Field {
+// schema is computed once: it depends only on the Config type.
+var schema = sync.OnceValue(func() []Field {
 	var out []Field
 	walk(reflect.TypeFor[Config](), "", 0, nil, nil, false, &out)
 	return out
+})
+
+// fieldsByPath indexes the schema by dotted path (items by their "[]" path).
+var fieldsByPath = sync.OnceValue(func() map[string]Field {
+	m := make(map[string]Field, len(schema()))
+	for _, f := range schema() {
+		m[f.Path] = f
+	}
+	return m
+})
+
+// Schema returns every section and key in declaration order.
+func Schema() []Field {
+	return slices.Clone(schema())
 }
 
 func walk(t reflect.Type, prefix string, depth int, index []int, overrides map[string]string, item bool, out *[]Field) {
@@ -68,8 +94,32 @@ func walk(t reflect.Type, prefix string, depth int, index []int, overrides map[s
 			f.Enum = strings.Split(e, ",")
 			f.Type = "enum"
 		}
+		f.Min, f.Max, f.Format = sf.Tag.Get("min"), sf.Tag.Get("max"), sf.Tag.Get("format")
+		f.ZeroAllowed = sf.Tag.Get("zero") == "allowed"
+		f.min, f.hasMin = bound(f, f.Min)
+		f.max, f.hasMax = bound(f, f.Max)
 		*out = append(*out, f)
 	}
+}
+
+// bound parses a min or max tag of f (a duration for a duration key, else
+// an integer); a malformed tag is a programming error.
+func bound(f Field, tag string) (int64, bool) {
+	if tag == "" {
+		return 0, false
+	}
+	if f.Type == "duration" {
+		d, err := time.ParseDuration(tag)
+		if err != nil {
+			panic(fmt.Sprintf("config: bound of %s: %v", f.Path, err))
+		}
+		return int64(d), true
+	}
+	n, err := strconv.ParseInt(tag, 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("config: bound of %s: %v", f.Path, err))
+	}
+	return n, true
 }
 
 func parseOverrides(tag string) map[string]string {
@@ -97,7 +147,7 @@ func typeName(t reflect.Type) string {
 // Keys returns every leaf key's dotted path.
 func Keys() []string {
 	var keys []string
-	for _, f := range Schema() {
+	for _, f := range schema() {
 		if !f.Section && !f.Item {
 			keys = append(keys, f.Path)
 		}
@@ -109,7 +159,7 @@ func Keys() []string {
 func Defaults() *Config {
 	c := &Config{}
 	v := reflect.ValueOf(c).Elem()
-	for _, f := range Schema() {
+	for _, f := range schema() {
 		if f.Section || f.Item || f.Default == "" {
 			continue
 		}
@@ -140,24 +190,72 @@ func setDefault(fv reflect.Value, f Field) {
 	}
 }
 
-// applyItemDefaults fills the zero fields of every list item with their
-// defaults (the decoder applies defaults to keys, not to list items).
-func applyItemDefaults(c *Config) {
-	v := reflect.ValueOf(c).Elem()
-	fields := Schema()
-	for _, list := range fields {
-		if !list.List || list.Item {
-			continue
-		}
-		items := v.FieldByIndex(list.index)
-		for i := range items.Len() {
-			item := items.Index(i)
-			for _, f := range fields {
-				if f.Item && !f.Section && f.Default != "" && strings.HasPrefix(f.Path, list.Path+"[].") &&
-					!strings.Contains(strings.TrimPrefix(f.Path, list.Path+"[]."), ".") && item.FieldByIndex(f.index).IsZero() {
-					setDefault(item.FieldByIndex(f.index), f)
-				}
-			}
+// Limits describes what values f accepts beyond its type (its range or
+// format), for the reference and the example; "" when nothing more.
+func (f Field) Limits() string {
+	var parts []string
+	if r := f.rangeText(); r != "" {
+		parts = append(parts, "Allowed: "+r+".")
+	}
+	switch f.Format {
+	case "url":
+		parts = append(parts, "An http:// or https:// URL with a host.")
+	case "hostport":
+		parts = append(parts, "Written host:port.")
+	case "listen":
+		parts = append(parts, "Written [host]:port.")
+	}
+	return strings.Join(parts, " ")
+}
+
+// Description is the key's documentation followed by its limits.
+func (f Field) Description() string {
+	if l := f.Limits(); l != "" {
+		return f.Doc + " " + l
+	}
+	return f.Doc
+}
+
+// rangeText is f's range in words, e.g. "2s to 1h" or "0, or 1m to 24h".
+func (f Field) rangeText() string {
+	var r string
+	switch {
+	case f.hasMin && f.hasMax:
+		r = f.boundText(f.Min) + " to " + f.boundText(f.Max)
+	case f.hasMin:
+		r = "at least " + f.boundText(f.Min)
+	case f.hasMax:
+		r = "at most " + f.boundText(f.Max)
+	default:
+		return ""
+	}
+	if f.ZeroAllowed {
+		r = "0, or " + r
+	}
+	return r
+}
+
+// boundText writes a bound as in its tag, byte sizes also in binary units.
+func (f Field) boundText(tag string) string {
+	n, err := strconv.ParseInt(tag, 10, 64)
+	if err != nil || !strings.HasSuffix(f.Path, "bytes") || n < 1024 {
+		return tag
+	}
+	for _, u := range []struct {
+		name  string
+		scale int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n%u.scale == 0 {
+			return fmt.Sprintf("%s (%d %s)", tag, n/u.scale, u.name)
 		}
 	}
+	return tag
+}
+
+// rangeHint is f's range in parentheses, for problems, or "".
+func rangeHint(f Field) string {
+	if r := f.rangeText(); r != "" {
+		return " (allowed: " + r + ")"
+	}
+	return ""
 }

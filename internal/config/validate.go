@@ -1,14 +1,17 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"net/url"
+	pathpkg "path"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,14 +33,26 @@ var apiVersion = regexp.MustCompile(`^[0-9]{2,3}\.0$`)
 var StaticLabels = []string{"job", "service_name", "sf_org_id", "environment", "org"}
 
 // Validate checks the configuration and returns warnings about risky but
-// valid choices and every problem found.
+// valid choices and every problem found. Every number and duration is
+// checked against its key's range and every URL and address is parsed
+// (the min, max and format tags), so that what check accepts, run can
+// build and keep running.
 func (c *Config) Validate() (warnings []string, problems []Problem) {
+	reported := map[string]bool{}
 	add := func(path, format string, args ...any) {
+		reported[path] = true
 		problems = append(problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	// addOnce adds a problem unless the key already has one (a more
+	// specific check said it first).
+	addOnce := func(path, format string, args ...any) {
+		if !reported[path] {
+			add(path, format, args...)
+		}
 	}
 	// Enumerations.
 	v := reflect.ValueOf(c).Elem()
-	for _, f := range Schema() {
+	for _, f := range schema() {
 		if len(f.Enum) > 0 && !f.Item {
 			if val := v.FieldByIndex(f.index).String(); !slices.Contains(f.Enum, val) {
 				add(f.Path, "%q is not one of %v", val, f.Enum)
@@ -45,19 +60,22 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		}
 	}
 	ct := c.Coordinate.Type
+	// Checks more specific than a key's range come first: they win.
+	if l := c.Coordinate.GCSLease; ct == CoordinateGCSLease && l.RenewInterval > 0 && l.RenewInterval < time.Second {
+		add("coordinate.gcs_lease.renew_interval", "must be at least 1s: GCS allows about one write per second to one object, got %s", l.RenewInterval)
+	}
+	if sf := c.Salesforce; sf.AuthMode != "none" && sf.TokenTTL > 0 && sf.TokenTTL < 2*time.Minute {
+		add("salesforce.token_ttl", "must be at least 2m (a token is re-minted 60s before it ends), got %s", sf.TokenTTL)
+	}
+	c.checkFields(func(path, msg string) { addOnce(path, "%s", msg) })
 	requiredFor := func(path, value, what string) {
 		if value == "" {
 			add(path, "required when %s", what)
 		}
 	}
 	timing := func(section string, ttl, renew time.Duration, ttlName string) {
-		if ttl <= 0 {
-			add(section+"."+ttlName, "must be > 0, got %s", ttl)
-		}
-		if renew <= 0 {
-			add(section+".renew_interval", "must be > 0, got %s", renew)
-		} else if ttl > 0 && renew >= ttl/2 {
-			add(section+".renew_interval", "must be below %s/2 (%s), got %s: a single missed renewal must not cost leadership",
+		if ttl > 0 && renew > 0 && renew >= ttl/2 {
+			addOnce(section+".renew_interval", "must be below %s/2 (%s), got %s: a single missed renewal must not cost leadership",
 				ttlName, ttl/2, renew)
 		}
 	}
@@ -72,7 +90,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		requiredFor("coordinate.k8s_lease.name", l.Name, "coordinate.type is k8s_lease")
 		timing("coordinate.k8s_lease", l.LeaseDuration, l.RenewInterval, "lease_duration")
 		if l.LeaseDuration > 0 && l.LeaseDuration%time.Second != 0 {
-			add("coordinate.k8s_lease.lease_duration", "must be whole seconds (a Lease stores leaseDurationSeconds), got %s", l.LeaseDuration)
+			addOnce("coordinate.k8s_lease.lease_duration", "must be whole seconds (a Lease stores leaseDurationSeconds), got %s", l.LeaseDuration)
 		}
 	case CoordinateS3Lease:
 		l := c.Coordinate.S3Lease
@@ -84,9 +102,6 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		requiredFor("coordinate.gcs_lease.bucket", l.Bucket, "coordinate.type is gcs_lease")
 		requiredFor("coordinate.gcs_lease.object_name", l.ObjectName, "coordinate.type is gcs_lease")
 		timing("coordinate.gcs_lease", l.TTL, l.RenewInterval, "ttl")
-		if l.RenewInterval > 0 && l.RenewInterval < time.Second {
-			add("coordinate.gcs_lease.renew_interval", "must be at least 1s: GCS allows about one write per second to one object, got %s", l.RenewInterval)
-		}
 	}
 	switch c.State.Store {
 	case StoreFile:
@@ -98,8 +113,8 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		requiredFor("state.gcs.bucket", c.State.GCS.Bucket, "state.store is gcs")
 		requiredFor("state.gcs.object_name", c.State.GCS.ObjectName, "state.store is gcs")
 	}
-	if path, same := c.leaseIsCheckpoint(); same {
-		add(path, "the lease and the checkpoint document are the same object (%s); they must be separate objects, each with its own version", c.leaseURI())
+	if path, msg := c.leaseIsCheckpoint(); msg != "" {
+		add(path, "%s", msg)
 	}
 	if sf := c.Salesforce; sf.AuthMode != "none" {
 		requiredFor("salesforce.client_id", strings.TrimSpace(sf.ClientID), "salesforce.auth_mode is "+sf.AuthMode)
@@ -119,15 +134,12 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 			}
 		}
 		if u, err := url.Parse(sf.SalesforceLoginURL()); err != nil || u.Host == "" || (u.Scheme != "https" && !loopback(u.Hostname())) {
-			add("salesforce.login_url", "%q is not an https URL (plain http only to a loopback address)", sf.LoginURL)
+			addOnce("salesforce.login_url", "%q is not an https URL (plain http only to a loopback address)", sf.LoginURL)
 		} else if h := strings.ToLower(u.Hostname()); sf.AuthMode == "client_credentials" && salesforce.GenericLoginHost(h) {
-			add("salesforce.login_url", "client_credentials needs the org's My Domain URL, not %s: Salesforce does not support the flow on the generic login hosts", h)
+			addOnce("salesforce.login_url", "client_credentials needs the org's My Domain URL, not %s: Salesforce does not support the flow on the generic login hosts", h)
 		}
 		if !apiVersion.MatchString(sf.APIVersion) {
 			add("salesforce.api_version", "%q is not a version like 60.0", sf.APIVersion)
-		}
-		if sf.TokenTTL < 2*time.Minute {
-			add("salesforce.token_ttl", "must be at least 2m (a token is re-minted 60s before it ends), got %s", sf.TokenTTL)
 		}
 	}
 	names := map[string]bool{}
@@ -143,9 +155,6 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		if !salesforce.ValidName(o.TimestampField) {
 			add(path+".timestamp_field", "%q is not a field API name (letters, digits and _ only)", o.TimestampField)
 		}
-		if o.PollInterval < 10*time.Second || o.Lookback <= 0 || o.Settle < 0 || o.MaxCatchupRecords < 0 {
-			add(path, "poll_interval must be at least 10s, lookback > 0, settle and max_catchup_records >= 0")
-		}
 		if o.BigObject {
 			add(path+".big_object", "big objects need a newest-first drain, which sf2loki does not have yet; remove %s or set big_object: false for an object that supports ORDER BY %s ASC", o.Name, o.TimestampField)
 		}
@@ -156,9 +165,6 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 				add("sources.eventlogfile.event_types", "%q is not an event type name (letters, digits and _) or \"*\"", t)
 			}
 		}
-		if elf.PollInterval < time.Minute || elf.Lookback <= 0 || elf.SettleWindow < 0 || elf.Concurrency < 1 || elf.Concurrency > 16 {
-			add("sources.eventlogfile", "poll_interval must be at least 1m, lookback > 0, settle_window >= 0 and concurrency 1 to 16")
-		}
 	}
 	if ps := c.Sources.PubSub; len(ps.Topics) > 0 {
 		for _, t := range ps.Topics {
@@ -166,17 +172,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 				add("sources.pubsub.topics", "%q is not a topic: /event/<Name>, /data/<Name> or \"*\"", t)
 			}
 		}
-		if ps.NumRequested < 1 || ps.NumRequested > pubsub.MaxRequested {
-			add("sources.pubsub.num_requested", "must be 1 to %d (Salesforce's limit per subscription), got %d", pubsub.MaxRequested, ps.NumRequested)
-		}
-		if ps.StallTimeout < time.Second || ps.RediscoveryInterval < 0 || ps.BridgeMaxBytes < 0 {
-			add("sources.pubsub", "stall_timeout must be at least 1s (5m or more against Salesforce), rediscovery_interval and bridge_max_bytes >= 0")
-		}
-		host, _, err := net.SplitHostPort(ps.Endpoint)
-		switch {
-		case err != nil:
-			add("sources.pubsub.endpoint", "%q is not host:port (%v)", ps.Endpoint, err)
-		case ps.Plaintext && !loopback(host):
+		if host, _, err := net.SplitHostPort(ps.Endpoint); err == nil && ps.Plaintext && !loopback(host) {
 			add("sources.pubsub.plaintext", "plaintext is allowed only to a loopback endpoint, not %s: Salesforce's Pub/Sub API needs TLS", host)
 		}
 	}
@@ -198,29 +194,14 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 			add("sink.loki.url", "required when a source is enabled (%s is set)", src.name)
 		}
 	}
-	if c.Sources.Synthetic.Rate < 0 {
-		add("sources.synthetic.rate", "must be >= 0, got %d", c.Sources.Synthetic.Rate)
-	}
 	if c.Sources.Synthetic.Rate > 0 && c.Sink.Loki.URL == "" {
 		add("sink.loki.url", "required when a source is enabled (sources.synthetic.rate > 0)")
-	}
-	if b := c.Sink.Loki.Batch; b.MaxEntries < 1 || b.MaxBytes < 1 || b.MaxWait <= 0 || b.QueueEntries < 1 || b.QueueBytes < 0 {
-		add("sink.loki.batch", "max_entries, max_bytes, max_wait and queue_entries must be > 0 and queue_bytes >= 0, got %+v", b)
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
 		if !slices.Contains(StaticLabels, k) {
 			add("sink.loki.labels."+k, "not an allowed label (allowed: %s); put high-cardinality fields in sink.loki.structured_metadata_fields",
 				strings.Join(StaticLabels, ", "))
 		}
-	}
-	if c.Sink.Loki.MaxLineBytes < 0 || c.Sink.Loki.Timeout <= 0 {
-		add("sink.loki", "max_line_bytes must be >= 0 and timeout > 0")
-	}
-	if st := c.Service.StallTimeout; st != 0 && st < 30*time.Second {
-		add("service.stall_timeout", "must be 0 (off) or at least 30s, got %s", st)
-	}
-	if c.Service.ShutdownGrace <= 0 {
-		add("service.shutdown_grace", "must be > 0, got %s", c.Service.ShutdownGrace)
 	}
 	if c.Service.HealthAddr == "" {
 		add("service.health_addr", "required")
@@ -233,20 +214,209 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	return warnings, problems
 }
 
-// leaseIsCheckpoint reports whether the lease object is the checkpoint
-// object, and the key to blame.
-func (c *Config) leaseIsCheckpoint() (string, bool) {
+// checkFields checks every number and duration against its range and every
+// string with a format, list items included (as path[i].key).
+func (c *Config) checkFields(report func(path, msg string)) {
+	v := reflect.ValueOf(c).Elem()
+	fields := schema()
+	for _, f := range fields {
+		switch {
+		case f.Section && f.List && !f.Item:
+			items := v.FieldByIndex(f.index)
+			for i := range items.Len() {
+				for _, itf := range fields {
+					if name, ok := strings.CutPrefix(itf.Path, f.Path+"[]."); ok && !itf.Section && !strings.Contains(name, ".") {
+						if msg := checkField(itf, items.Index(i).FieldByIndex(itf.index)); msg != "" {
+							report(fmt.Sprintf("%s[%d].%s", f.Path, i, name), msg)
+						}
+					}
+				}
+			}
+		case f.Section || f.Item:
+		default:
+			if msg := checkField(f, v.FieldByIndex(f.index)); msg != "" {
+				report(f.Path, msg)
+			}
+		}
+	}
+}
+
+// checkField checks one value against f's range or format.
+func checkField(f Field, fv reflect.Value) string {
+	if f.Format != "" {
+		return checkFormat(f.Format, fv.String())
+	}
+	if !f.hasMin && !f.hasMax {
+		return ""
+	}
+	n := fv.Int()
+	show := func(n int64) string {
+		if f.Type == "duration" {
+			return time.Duration(n).String()
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	switch {
+	case n == 0 && f.ZeroAllowed:
+	case f.hasMin && n < f.min && n <= 0 && f.min > 0:
+		return fmt.Sprintf("must be > 0, got %s; the minimum is %s%s", show(n), f.boundText(f.Min), zeroHint(f))
+	case f.hasMin && n < f.min:
+		return fmt.Sprintf("must be at least %s, got %s%s", f.boundText(f.Min), show(n), zeroHint(f))
+	case f.hasMax && n > f.max:
+		return fmt.Sprintf("must be at most %s, got %s", f.boundText(f.Max), show(n))
+	}
+	return ""
+}
+
+func zeroHint(f Field) string {
+	if f.ZeroAllowed {
+		return " (or 0)"
+	}
+	return ""
+}
+
+// checkFormat parses s as the format says; "" is always fine here (a
+// required key says so itself).
+func checkFormat(format, s string) string {
+	if s == "" {
+		return ""
+	}
+	switch format {
+	case "url":
+		return checkURL(s)
+	case "hostport", "listen":
+		host, port, err := net.SplitHostPort(s)
+		if err != nil {
+			var ae *net.AddrError
+			if errors.As(err, &ae) {
+				err = errors.New(ae.Err)
+			}
+			return fmt.Sprintf("%q is not host:port (%v)", s, err)
+		}
+		if host == "" && format == "hostport" {
+			return fmt.Sprintf("%q has no host; write it like api.example.com:443", s)
+		}
+		low := 1
+		if format == "listen" {
+			low = 0 // port 0: any free port
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < low || p > 65535 {
+			return fmt.Sprintf("%q: the port must be a number from %d to 65535", s, low)
+		}
+	}
+	return ""
+}
+
+// checkURL accepts an absolute http or https URL with a host and a valid
+// port.
+func checkURL(s string) string {
+	if !strings.Contains(s, "://") {
+		return fmt.Sprintf("%q has no scheme; write http://%s or https://%s", s, s, s)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Sprintf("%q is not a URL: %v", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Sprintf("%q: the scheme must be http or https, not %q", s, u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return fmt.Sprintf("%q has no host; write it like %s://host:port/path", s, u.Scheme)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("%q: the port must be a number from 1 to 65535", s)
+		}
+	}
+	return ""
+}
+
+// leaseIsCheckpoint compares the lease's and the checkpoint document's
+// identities, as the stores will address them: S3 by endpoint (host and
+// port as the scheme implies them, lower case; the path without trailing
+// slashes), bucket and key; GCS by bucket and object name; files by
+// absolute, cleaned path with symbolic links of existing directories
+// resolved, including the lock files the file store writes next to each
+// file (<path>.lock). If they alias, it returns the key to blame and what
+// to do; run would otherwise read the checkpoint document as an unreadable
+// lease and overwrite it after ttl.
+func (c *Config) leaseIsCheckpoint() (path, msg string) {
+	const same = "the lease and the checkpoint document are the same object (%s); they must be separate objects, each with its own version: %s"
 	switch {
 	case c.Coordinate.Type == CoordinateS3Lease && c.State.Store == StoreS3:
-		l, s := c.Coordinate.S3Lease, c.State.S3
-		return "coordinate.s3_lease.key", l.Bucket == s.Bucket && l.Key == s.Key && l.EndpointURL == s.EndpointURL
+		l, s := c.Coordinate.S3Lease.S3Object, c.State.S3
+		if l.Bucket == s.Bucket && l.Key == s.Key && endpointIdentity(l.EndpointURL) == endpointIdentity(s.EndpointURL) {
+			return "coordinate.s3_lease.key", fmt.Sprintf(same, c.leaseURI(), "give coordinate.s3_lease.key another key, e.g. sf2loki/leader.lease")
+		}
 	case c.Coordinate.Type == CoordinateGCSLease && c.State.Store == StoreGCS:
-		l, s := c.Coordinate.GCSLease, c.State.GCS
-		return "coordinate.gcs_lease.object_name", l.Bucket == s.Bucket && l.ObjectName == s.ObjectName
+		l, s := c.Coordinate.GCSLease.GCSObject, c.State.GCS
+		if l.Bucket == s.Bucket && l.ObjectName == s.ObjectName {
+			return "coordinate.gcs_lease.object_name", fmt.Sprintf(same, c.leaseURI(), "give coordinate.gcs_lease.object_name another name, e.g. sf2loki/leader.lease")
+		}
 	case c.Coordinate.Type == CoordinateFileLease && c.State.Store == StoreFile:
-		return "coordinate.file_lease.path", filepath.Clean(c.Coordinate.FileLease.Path) == filepath.Clean(c.State.File.Path)
+		if c.Coordinate.FileLease.Path == "" || c.State.File.Path == "" {
+			return "", ""
+		}
+		lease, state := canonicalPath(c.Coordinate.FileLease.Path), canonicalPath(c.State.File.Path)
+		fix := "point coordinate.file_lease.path at another file, e.g. " + filepath.Join(filepath.Dir(state), "leader.lease")
+		switch {
+		case lease == state:
+			return "coordinate.file_lease.path", fmt.Sprintf(same, "file://"+lease, fix)
+		case lease == state+".lock" || state == lease+".lock":
+			return "coordinate.file_lease.path", fmt.Sprintf("the lease file %s and the checkpoint file %s: one is the other's lock file (<path>.lock); %s",
+				lease, state, fix)
+		case strings.HasPrefix(state, lease+string(filepath.Separator)) || strings.HasPrefix(lease, state+string(filepath.Separator)):
+			return "coordinate.file_lease.path", fmt.Sprintf("the lease file %s and the checkpoint file %s: one is inside the other, which must be a file; %s",
+				lease, state, fix)
+		}
 	}
-	return "", false
+	return "", ""
+}
+
+// endpointIdentity is an S3 endpoint as the server it reaches: lower-case
+// host, the port the scheme implies when none is written, loopback names
+// as one, the path cleaned without a trailing slash. "" is AWS itself.
+func endpointIdentity(endpoint string) string {
+	if endpoint == "" {
+		return ""
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return endpoint // checkURL reports it
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	if loopback(host) {
+		host = "localhost"
+	}
+	p := strings.TrimRight(pathpkg.Clean("/"+u.EscapedPath()), "/")
+	return net.JoinHostPort(host, port) + p
+}
+
+// canonicalPath is the file a path names, as the file store opens it:
+// absolute and cleaned (as filepath.Abs does), then with symbolic links
+// resolved for the longest part that exists. It only reads the filesystem.
+func canonicalPath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	var rest []string
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(append([]string{real}, rest...)...)
+		}
+		if filepath.Dir(dir) == dir {
+			return abs
+		}
+		rest = append([]string{filepath.Base(dir)}, rest...)
+	}
 }
 
 func (c *Config) leaseURI() string {
