@@ -7,6 +7,7 @@ package loki
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -24,6 +25,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/redact"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -156,6 +158,10 @@ type Sink struct {
 	// lastFullSplit is when a refused batch was last split in full while
 	// Loki refused everything (unix nanoseconds).
 	lastFullSplit atomic.Int64
+	// url is the URL without its password, for messages; secrets removes
+	// the token (and a URL password) from answers a proxy may echo.
+	url     string
+	secrets *redact.Redactor
 }
 
 // dropLimiter lets one drop warning per reason through each minute and
@@ -228,7 +234,26 @@ func New(cfg Config) (*Sink, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sink{cfg: cfg, client: client, log: log, Stats: &Stats{dropped: map[string]int64{}}}, nil
+	shown, secrets := Secrets(cfg)
+	return &Sink{cfg: cfg, client: client, log: log, Stats: &Stats{dropped: map[string]int64{}}, url: shown, secrets: redact.New(secrets...)}, nil
+}
+
+// Secrets returns the URL as it may be shown (without a password) and what
+// must never be logged of cfg: the token, the basic-auth header value made
+// from it, and a password in the URL.
+func Secrets(cfg Config) (shownURL string, secrets []string) {
+	shownURL = cfg.URL
+	if u, err := url.Parse(cfg.URL); err == nil {
+		shownURL = u.Redacted()
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+p)))
+		}
+	}
+	if cfg.AuthToken != "" {
+		user := cmp.Or(cfg.BasicAuthUser, cfg.TenantID)
+		secrets = append(secrets, cfg.AuthToken, base64.StdEncoding.EncodeToString([]byte(user+":"+cfg.AuthToken)))
+	}
+	return shownURL, secrets
 }
 
 // Push implements ports.Sink.
@@ -252,10 +277,10 @@ func (s *Sink) Push(ctx context.Context, batch []ports.Entry) error {
 	// too long) is dropped, counted, and its checkpoint may advance.
 	if accepted == 0 && len(rejected) > 0 && (len(prepared) > 1 || !s.accepting.Load()) {
 		r := rejected[0]
-		rerr := &RejectingError{URL: s.cfg.URL, Status: r.status, Body: r.body}
+		rerr := &RejectingError{URL: s.url, Status: r.status, Body: r.body}
 		s.accepting.Store(false)
 		if s.Stats.setRejecting(fmt.Sprintf("answered %d %q", r.status, r.body)) {
-			s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", r.status, "body", r.body, "url", s.cfg.URL)
+			s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", r.status, "body", r.body, "url", s.url)
 		}
 		return ports.Transient("push", rerr)
 	}
@@ -447,14 +472,14 @@ func (s *Sink) send(ctx context.Context, batch []ports.Entry) (int, string, erro
 		default:
 			last = fmt.Errorf("loki answered %d %q", status, answer)
 			if status/100 == 4 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout {
-				refused = &RejectingError{URL: s.cfg.URL, Status: status, Body: answer}
+				refused = &RejectingError{URL: s.url, Status: status, Body: answer}
 			}
 			if refused != nil && attempt == s.cfg.Attempts {
 				// A refusal no retry fixes (wrong path, auth): every entry
 				// is refused.
 				s.accepting.Store(false)
 				if s.Stats.setRejecting(fmt.Sprintf("answered %d %q", status, answer)) {
-					s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", status, "body", answer, "url", s.cfg.URL)
+					s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", status, "body", answer, "url", s.url)
 				}
 			}
 			if status == http.StatusUnauthorized || status == http.StatusForbidden {
@@ -479,7 +504,7 @@ func (s *Sink) send(ctx context.Context, batch []ports.Entry) (int, string, erro
 	if refused != nil {
 		return 0, "", ports.Transient("push", refused)
 	}
-	return 0, "", ports.Transient("push", fmt.Errorf("loki %s: %d attempts: %w", s.cfg.URL, s.cfg.Attempts, last))
+	return 0, "", ports.Transient("push", fmt.Errorf("loki %s: %d attempts: %w", s.url, s.cfg.Attempts, last))
 }
 
 // answerBytes is how much of an error answer is kept for logs and errors.
@@ -520,12 +545,20 @@ func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, strin
 	defer resp.Body.Close()
 	var answer string
 	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, answerBytes))
-		answer = strings.ToValidUTF8(strings.TrimSpace(string(b)), "?")
+		// The secrets go before the cut: half a token is still a leak.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 16*answerBytes))
+		answer = s.secrets.String(strings.ToValidUTF8(strings.TrimSpace(string(b)), "?"))
+		if len(answer) > answerBytes {
+			cut := answerBytes
+			for cut > 0 && !utf8.RuneStart(answer[cut]) {
+				cut--
+			}
+			answer = answer[:cut]
+		}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, ports.ParseRetryAfter(resp.Header.Get("Retry-After")), answer, nil
 }
 
 // String names the sink.
-func (s *Sink) String() string { return "loki " + s.cfg.URL + " (" + s.cfg.Encoding + ")" }
+func (s *Sink) String() string { return "loki " + s.url + " (" + s.cfg.Encoding + ")" }

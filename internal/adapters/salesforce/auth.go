@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/clock"
+	"github.com/sf2loki/sf2loki/internal/adapters/redact"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -109,6 +110,11 @@ type Auth struct {
 	cfg   Config
 	key   *rsa.PrivateKey
 	clock ports.Clock
+	// secrets are the configured ones (client secret, private key lines);
+	// tokens the access tokens in use. Both are removed from any answer an
+	// error quotes.
+	secrets *redact.Redactor
+	tokens  *redact.Redactor
 
 	mu       sync.Mutex
 	cur      *Token
@@ -132,7 +138,8 @@ func New(cfg Config) (*Auth, error) {
 		return nil, fmt.Errorf("salesforce: login_url %q is not a URL like https://login.salesforce.com", cfg.LoginURL)
 	}
 	cfg.LoginURL = strings.TrimRight(cfg.LoginURL, "/")
-	a := &Auth{cfg: cfg, clock: cfg.Clock, orgID: cfg.OrgID}
+	a := &Auth{cfg: cfg, clock: cfg.Clock, orgID: cfg.OrgID, secrets: redact.New(Secrets(cfg.ClientSecret, string(cfg.PrivateKeyPEM))...),
+		tokens: redact.New()}
 	switch cfg.AuthMode {
 	case JWTBearer:
 		if cfg.Username == "" {
@@ -191,6 +198,36 @@ func RequireMyDomain(loginURL string) error {
 func GenericLoginHost(host string) bool {
 	h := strings.ToLower(host)
 	return h == "login.salesforce.com" || h == "test.salesforce.com"
+}
+
+// Secrets returns what must never be logged of a client secret and a PEM
+// private key: the secret, the key's text and each line of its body (a
+// quoted fragment is as bad as the whole).
+func Secrets(clientSecret, privateKeyPEM string) []string {
+	out := []string{strings.TrimSpace(clientSecret)}
+	if k := strings.TrimSpace(privateKeyPEM); k != "" {
+		out = append(out, k, privateKeyPEM)
+		for line := range strings.Lines(k) {
+			if line = strings.TrimSpace(line); !strings.HasPrefix(line, "-----") && len(line) >= 16 {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// Redact removes from s the secrets this token source holds: the client
+// secret, the private key, and the access tokens in use.
+func (a *Auth) Redact(s string) string { return a.tokens.String(a.secrets.String(s)) }
+
+// snippet is the start of a body for an error message, with the secrets
+// removed first (a cut must not leave half a secret).
+func (a *Auth) snippet(b []byte, extra ...string) string {
+	s := a.Redact(string(b))
+	if len(extra) > 0 {
+		s = redact.New(extra...).String(s)
+	}
+	return snippet([]byte(s))
 }
 
 // ParsePrivateKey reads an RSA key in PKCS#1 or PKCS#8 PEM.
@@ -259,6 +296,13 @@ func (a *Auth) Token(ctx context.Context) (*Token, error) {
 	}
 }
 
+// Close releases the idle connections of the token source's HTTP client.
+// The Auth stays usable (a later request opens a new connection).
+func (a *Auth) Close() error {
+	a.cfg.HTTPClient.CloseIdleConnections()
+	return nil
+}
+
 // Invalidate drops tok from the cache if it is still the cached token: a
 // 401 on an old token must not throw away a newer one another caller
 // already minted.
@@ -278,6 +322,12 @@ func (a *Auth) mint(m *mint) {
 	tok, err := a.mintWithRetry(ctx)
 	a.mu.Lock()
 	if err == nil {
+		// The previous token may still be in flight in another request.
+		prev := ""
+		if a.cur != nil {
+			prev = a.cur.AccessToken
+		}
+		a.tokens.Replace(tok.AccessToken, prev)
 		a.cur = tok
 	}
 	a.inflight = nil
@@ -363,9 +413,15 @@ func (a *Auth) mintOnce(ctx context.Context) (*Token, error) {
 	if err != nil {
 		return nil, ports.Transient("token", fmt.Errorf("salesforce: reading the token response: %w", err))
 	}
+	// An endpoint or proxy may echo the request: the assertion (and its
+	// signature alone) is as secret as the client secret.
+	sent := []string{form.Get("assertion")}
+	if i := strings.LastIndexByte(sent[0], '.'); i >= 0 {
+		sent = append(sent, sent[0][i+1:])
+	}
 	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 		return nil, ports.TransientAfter("token", ports.ParseRetryAfter(resp.Header.Get("Retry-After")),
-			fmt.Errorf("salesforce: token endpoint %s answered %d: %s", a.cfg.LoginURL, resp.StatusCode, snippet(body)))
+			fmt.Errorf("salesforce: token endpoint %s answered %d: %s", a.cfg.LoginURL, resp.StatusCode, a.snippet(body, sent...)))
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
@@ -373,9 +429,10 @@ func (a *Auth) mintOnce(ctx context.Context) (*Token, error) {
 			Description string `json:"error_description"`
 		}
 		if json.Unmarshal(body, &e) != nil || e.Error == "" {
-			e.Error, e.Description = http.StatusText(resp.StatusCode), snippet(body)
+			e.Error, e.Description = http.StatusText(resp.StatusCode), a.snippet(body, sent...)
 		}
-		return nil, &AuthError{Status: resp.StatusCode, Code: e.Error, Description: e.Description, LoginURL: a.cfg.LoginURL}
+		return nil, &AuthError{Status: resp.StatusCode, Code: a.snippet([]byte(e.Error), sent...),
+			Description: a.snippet([]byte(e.Description), sent...), LoginURL: a.cfg.LoginURL}
 	}
 	var ok struct {
 		AccessToken string `json:"access_token"`
@@ -383,7 +440,7 @@ func (a *Auth) mintOnce(ctx context.Context) (*Token, error) {
 		ID          string `json:"id"`
 	}
 	if err := json.Unmarshal(body, &ok); err != nil || ok.AccessToken == "" || ok.InstanceURL == "" {
-		return nil, fmt.Errorf("salesforce: the token endpoint %s answered 200 without access_token and instance_url: %s", a.cfg.LoginURL, snippet(body))
+		return nil, fmt.Errorf("salesforce: the token endpoint %s answered 200 without access_token and instance_url: %s", a.cfg.LoginURL, a.snippet(body, sent...))
 	}
 	return &Token{AccessToken: ok.AccessToken, InstanceURL: strings.TrimRight(ok.InstanceURL, "/"), IdentityURL: ok.ID,
 		Expires: minted.Add(a.cfg.TokenTTL - time.Minute)}, nil
@@ -501,10 +558,10 @@ func GetJSON(ctx context.Context, auth *Auth, path string, v any) error {
 		return ports.Transient("get", fmt.Errorf("salesforce: reading %s: %w", path, err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("salesforce: %s answered %d: %s", path, resp.StatusCode, snippet(body))
+		return fmt.Errorf("salesforce: %s answered %d: %s", path, resp.StatusCode, auth.snippet(body))
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("salesforce: %s answered 200 with a body that is not the expected JSON (%w): %s", path, err, snippet(body))
+		return fmt.Errorf("salesforce: %s answered 200 with a body that is not the expected JSON (%w): %s", path, err, auth.snippet(body))
 	}
 	return nil
 }

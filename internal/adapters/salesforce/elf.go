@@ -238,7 +238,7 @@ func (s *ELFSource) file(ctx context.Context, t, id, created string, ct time.Tim
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s answered %d: %s", id, resp.StatusCode, snippet(body)))
+		return ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s answered %d: %s", id, resp.StatusCode, s.auth.snippet(body)))
 	}
 	// One row of look-ahead: a row is emitted when the next one is read,
 	// so the last row can carry the advanced checkpoint.

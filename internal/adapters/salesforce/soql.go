@@ -269,10 +269,10 @@ func Query(ctx context.Context, auth *Auth, apiVersion, soql string) ([]map[stri
 		}
 		if resp.StatusCode >= 500 {
 			return nil, ports.TransientAfter("query", ports.ParseRetryAfter(resp.Header.Get("Retry-After")),
-				fmt.Errorf("salesforce: query answered %d (the org is unavailable; the query is retried): %s", resp.StatusCode, snippet(body)))
+				fmt.Errorf("salesforce: query answered %d (the org is unavailable; the query is retried): %s", resp.StatusCode, auth.snippet(body)))
 		}
 		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("salesforce: query answered %d: %s", resp.StatusCode, snippet(body))
+			return nil, fmt.Errorf("salesforce: query answered %d: %s", resp.StatusCode, auth.snippet(body))
 		}
 		var page struct {
 			Records        []map[string]any `json:"records"`
@@ -280,7 +280,7 @@ func Query(ctx context.Context, auth *Auth, apiVersion, soql string) ([]map[stri
 			NextRecordsURL string           `json:"nextRecordsUrl"`
 		}
 		if err := json.Unmarshal(body, &page); err != nil {
-			return nil, fmt.Errorf("salesforce: query answered 200 with a body that is not JSON (%w): %s", err, snippet(body))
+			return nil, fmt.Errorf("salesforce: query answered 200 with a body that is not JSON (%w): %s", err, auth.snippet(body))
 		}
 		rows = append(rows, page.Records...)
 		next = ""
