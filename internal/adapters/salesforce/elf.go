@@ -113,6 +113,30 @@ func (p *elfPos) advance(id, created string, t time.Time) {
 	p.IDs = older
 }
 
+// elfExample is a valid eventlogfile checkpoint.
+const elfExample = `{"last_created":"2026-03-01T00:00:00.000+0000","ids":[]}`
+
+// parsePos reads a stored eventlogfile position.
+func parsePos(v string) (*elfPos, error) {
+	var p elfPos
+	if err := json.Unmarshal([]byte(v), &p); err != nil {
+		return nil, fmt.Errorf("%q is not a position like %s: %w", v, elfExample, err)
+	}
+	last, err := ParseTime(p.LastCreated)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a position like %s: last_created is not a timestamp", v, elfExample)
+	}
+	p.last = last
+	return &p, nil
+}
+
+// CheckELFCheckpoint reports whether v is a position the eventlogfile
+// source can resume from (the value of an eventlogfile:<EventType> key).
+func CheckELFCheckpoint(v string) error {
+	_, err := parsePos(v)
+	return err
+}
+
 func (p *elfPos) encode() string {
 	b, _ := json.Marshal(p)
 	return string(b)
@@ -173,15 +197,14 @@ func (s *ELFSource) types(ctx context.Context) ([]string, error) {
 }
 
 func (s *ELFSource) resumePos(t string, resume func(string) (string, bool)) *elfPos {
-	if v, ok := resume(ELFKeyPrefix + t); ok && v != "" {
-		var p elfPos
-		if json.Unmarshal([]byte(v), &p) == nil {
-			if last, err := ParseTime(p.LastCreated); err == nil {
-				p.last = last
-				return &p
-			}
+	key := ELFKeyPrefix + t
+	if v, ok := resume(key); ok && v != "" {
+		p, err := parsePos(v)
+		if err == nil {
+			return p
 		}
-		s.log.Warn("unreadable eventlogfile checkpoint; starting from the lookback window", "event_type", t, "value", v, "lookback", s.spec.Lookback)
+		s.log.Error("unreadable checkpoint; the event type starts from its lookback window, and the next commit replaces the value",
+			"key", key, "value", v, "error", err, "lookback", s.spec.Lookback, "repair", RepairHint(key, elfExample))
 		if s.GarbageCheckpoint != nil {
 			s.GarbageCheckpoint()
 		}

@@ -41,6 +41,9 @@ type SOQLSource struct {
 	// Throttled counts REQUEST_LIMIT_EXCEEDED answers (every object then
 	// waits one interval).
 	Throttled func()
+	// GarbageCheckpoint counts unreadable stored checkpoints (each falls
+	// back to the lookback window).
+	GarbageCheckpoint func()
 
 	mu             sync.Mutex
 	throttledUntil time.Time
@@ -125,22 +128,54 @@ func (s *SOQLSource) Run(ctx context.Context, resume func(string) (string, bool)
 
 // resumeCursor reads the stored position: the JSON document, or a bare
 // timestamp from older documents; anything else falls back to the
-// lookback window, with a warning.
+// lookback window, with an ERROR naming the repair.
 func (s *SOQLSource) resumeCursor(o ObjectSpec, resume func(string) (string, bool)) *cursor {
-	v, ok := resume(SOQLKeyPrefix + o.Name)
+	key := SOQLKeyPrefix + o.Name
+	v, ok := resume(key)
 	if ok && v != "" {
-		var c cursor
-		if json.Unmarshal([]byte(v), &c) != nil {
-			c = cursor{LastTS: strings.Trim(v, `"`)}
+		c, err := parseCursor(v)
+		if err == nil {
+			return c
 		}
-		if t, err := ParseTime(c.LastTS); err == nil {
-			c.last = t
-			return &c
+		s.log.Error("unreadable checkpoint; the object starts from its lookback window, and the next commit replaces the value",
+			"key", key, "value", v, "error", err, "lookback", o.Lookback, "repair", RepairHint(key, soqlExample))
+		if s.GarbageCheckpoint != nil {
+			s.GarbageCheckpoint()
 		}
-		s.log.Warn("unreadable eventlog_objects checkpoint; starting from the lookback window", "object", o.Name, "value", v, "lookback", o.Lookback)
 	}
 	start := s.clock.Now().Add(-o.Lookback).UTC()
 	return &cursor{LastTS: start.Format(sfTimeLayout), last: start}
+}
+
+// soqlExample is a valid eventlog_objects checkpoint.
+const soqlExample = `{"last_ts":"2026-03-01T00:00:00.000+0000","ids":[]}`
+
+// parseCursor reads a stored eventlog_objects position.
+func parseCursor(v string) (*cursor, error) {
+	var c cursor
+	if json.Unmarshal([]byte(v), &c) != nil {
+		c = cursor{LastTS: strings.Trim(v, `"`)}
+	}
+	t, err := ParseTime(c.LastTS)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a position like %s or a timestamp like 2026-03-01T00:00:00Z", v, soqlExample)
+	}
+	c.last = t
+	return &c, nil
+}
+
+// CheckSOQLCheckpoint reports whether v is a position the eventlog_objects
+// source can resume from (the value of an eventlog_objects:<Object> key).
+func CheckSOQLCheckpoint(v string) error {
+	_, err := parseCursor(v)
+	return err
+}
+
+// RepairHint names the commands that replace or remove an unreadable
+// checkpoint, with an example of a valid value.
+func RepairHint(key, example string) string {
+	return fmt.Sprintf("with the replicas stopped: sf2loki state set %s '%s' (a position of your choice), or sf2loki state delete %s (the default start)",
+		key, example, key)
 }
 
 func (s *SOQLSource) loop(ctx context.Context, o ObjectSpec, cur *cursor, emit func(ports.Entry) error) error {

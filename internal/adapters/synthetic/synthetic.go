@@ -2,13 +2,14 @@
 // (LoginEvent-, ApiEvent-like JSON) at a steady rate, with a sequence
 // checkpoint per event type: for the demo, soak tests and benchmarks.
 //
-// Imports: internal/ports.
+// Imports: internal/ports and log/slog.
 package synthetic
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -27,10 +28,28 @@ type Config struct {
 	EventTypes []string
 	// Now is the clock for event times (default time.Now).
 	Now func() time.Time
+	// Logger receives the ERROR about an unreadable stored sequence
+	// (default slog.Default()).
+	Logger *slog.Logger
+	// GarbageCheckpoint, if set, counts an unreadable stored sequence (the
+	// event type starts from 1).
+	GarbageCheckpoint func()
+}
+
+// CheckSequence reports whether v is a sequence the source can resume
+// after (the value of a synthetic:<EventType> key): a decimal integer.
+func CheckSequence(v string) error {
+	if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+		return fmt.Errorf("%q is not a sequence number: a non-negative decimal integer like 41", v)
+	}
+	return nil
 }
 
 // Source generates events.
-type Source struct{ cfg Config }
+type Source struct {
+	cfg Config
+	log *slog.Logger
+}
 
 var _ ports.Source = (*Source)(nil)
 
@@ -45,7 +64,11 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Source{cfg: cfg}, nil
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Source{cfg: cfg, log: log}, nil
 }
 
 // Name implements ports.Source.
@@ -55,16 +78,23 @@ func (s *Source) Name() string { return "synthetic" }
 func (s *Source) Lane() ports.Lane { return ports.LaneRealtime }
 
 // Run emits events until ctx ends, each event type's sequence continuing
-// after its stored position.
+// after its stored position. An unreadable stored position is logged
+// (ERROR, with the repair commands) and the type starts from 1.
 func (s *Source) Run(ctx context.Context, resume func(string) (string, bool), emit func(ports.Entry) error) error {
 	seq := make([]uint64, len(s.cfg.EventTypes))
 	for i, et := range s.cfg.EventTypes {
-		if v, ok := resume(KeyPrefix + et); ok {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("checkpoint %s%s = %q is not a sequence number", KeyPrefix, et, v)
+		key := KeyPrefix + et
+		if v, ok := resume(key); ok {
+			if err := CheckSequence(v); err != nil {
+				s.log.Error("unreadable checkpoint; the event type starts from sequence 1, and the next commit replaces the value",
+					"key", key, "value", v, "error", err,
+					"repair", fmt.Sprintf("with the replicas stopped: sf2loki state set %s 41 (a sequence of your choice), or sf2loki state delete %s (start from 1)", key, key))
+				if s.cfg.GarbageCheckpoint != nil {
+					s.cfg.GarbageCheckpoint()
+				}
+				continue
 			}
-			seq[i] = n
+			seq[i], _ = strconv.ParseUint(v, 10, 64)
 		}
 	}
 	interval := time.Duration(float64(time.Second) / s.cfg.Rate)

@@ -1,8 +1,11 @@
 package synthetic_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,4 +53,40 @@ func TestResumesEachSequenceAfterItsCheckpoint(t *testing.T) {
 		t.Fatal("identity")
 	}
 	_ = time.Second
+}
+
+// An unreadable stored sequence never stops the source: it logs an ERROR
+// naming the key and the repair commands, counts it, and starts that event
+// type from 1.
+func TestUnreadableCheckpointStartsFromOne(t *testing.T) {
+	var logs bytes.Buffer
+	garbage := 0
+	s, err := synthetic.New(synthetic.Config{Rate: 10000, EventTypes: []string{"LoginEvent"},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), GarbageCheckpoint: func() { garbage++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var got []ports.Entry
+	err = s.Run(ctx, func(k string) (string, bool) { return "abc", k == "synthetic:LoginEvent" }, func(e ports.Entry) error {
+		got = append(got, e)
+		cancel()
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the source stopped on an unreadable checkpoint: %v", err)
+	}
+	if len(got) == 0 || got[0].Checkpoint.Value != "1" || garbage != 1 {
+		t.Fatalf("first entry %+v (%d counted), want sequence 1 and one count", got, garbage)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "sf2loki state set synthetic:LoginEvent") ||
+		!strings.Contains(out, "sf2loki state delete synthetic:LoginEvent") {
+		t.Fatalf("the log does not say ERROR and the repair commands:\n%s", out)
+	}
+	for v, ok := range map[string]bool{"0": true, "41": true, "": false, "abc": false, "-1": false, "1.5": false} {
+		if err := synthetic.CheckSequence(v); (err == nil) != ok {
+			t.Errorf("CheckSequence(%q) = %v, want ok=%v", v, err, ok)
+		}
+	}
 }

@@ -99,6 +99,9 @@ type Hooks struct {
 	// (stalled, unauthenticated, replay_fallback, invalid_argument, schema,
 	// unavailable, error).
 	Reconnect func(topic, reason string)
+	// GarbageCheckpoint counts a stored replay id that is not base64: the
+	// topic starts from the preset.
+	GarbageCheckpoint func(topic string)
 }
 
 // Source subscribes to Pub/Sub topics.
@@ -333,20 +336,41 @@ type position struct {
 }
 
 // start reads the stored replay id; an unreadable one starts from the
-// preset, with a warning.
+// preset, with an ERROR naming the repair.
 func (s *Source) start(topic string, resume func(string) (string, bool)) position {
 	preset := eventbus.ReplayPreset_LATEST
 	if s.spec.ReplayPreset == Earliest {
 		preset = eventbus.ReplayPreset_EARLIEST
 	}
-	if v, ok := resume(KeyPrefix + topic); ok && v != "" {
-		id, err := base64.StdEncoding.DecodeString(v)
-		if err == nil && len(id) > 0 {
+	key := KeyPrefix + topic
+	if v, ok := resume(key); ok && v != "" {
+		id, err := replayID(v)
+		if err == nil {
 			return position{replayID: id}
 		}
-		s.log.Warn("pubsub: unreadable stored replay id; starting from the preset", "topic", topic, "value", v, "preset", s.spec.ReplayPreset)
+		s.log.Error("pubsub: unreadable checkpoint; the topic starts from replay_preset, and the next commit replaces the value",
+			"key", key, "value", v, "error", err, "preset", s.spec.ReplayPreset, "repair", salesforce.RepairHint(key, "AAAAAAAAAAE="))
+		if s.Hooks.GarbageCheckpoint != nil {
+			s.Hooks.GarbageCheckpoint(topic)
+		}
 	}
 	return position{preset: preset}
+}
+
+// replayID decodes a stored replay id.
+func replayID(v string) ([]byte, error) {
+	id, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(id) == 0 {
+		return nil, fmt.Errorf("%q is not a replay id: standard base64 of the id's bytes, like AAAAAAAAAAE=", v)
+	}
+	return id, nil
+}
+
+// CheckReplayID reports whether v is a replay id the source can resume
+// from (the value of a pubsub:<topic> key).
+func CheckReplayID(v string) error {
+	_, err := replayID(v)
+	return err
 }
 
 // follow keeps one topic subscribed until ctx ends: each stream resumes
