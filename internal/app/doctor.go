@@ -1,12 +1,16 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,9 +21,11 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/file"
 	"github.com/sf2loki/sf2loki/internal/adapters/gcs"
 	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
+	"github.com/sf2loki/sf2loki/internal/adapters/redact"
 	"github.com/sf2loki/sf2loki/internal/adapters/s3"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -47,9 +53,27 @@ type DoctorReport struct {
 	ExitCode int     `json:"exit_code"`
 }
 
+// Size caps of the stored documents, given to the adapters as MaxSize: a
+// larger object is not read and counts as corrupt. A lease record is a few
+// hundred bytes; 64 KiB leaves room for any holder id and newer fields. The
+// checkpoint document holds one key per object, event type and topic; its
+// largest values (an eventlog_objects cursor carrying 500 Ids, an
+// eventlogfile position carrying 200 files) are about 12 KiB, so 16 MiB
+// holds over a thousand of those, or over 100,000 replay ids
+// (TestDocumentCapsHoldTheLargestDocuments).
+const (
+	MaxLeaseDocumentBytes = 64 << 10
+	MaxStateDocumentBytes = 16 << 20
+)
+
+// absurdTTL is how many times the configured ttl a lease's declared ttl
+// may be before the doctor warns: standbys wait the longer of the two.
+const absurdTTL = 10
+
 // permissions names what each operation needs, per backend.
 var permissions = map[string]map[string]string{
-	"s3":   {"put": "s3:PutObject", "get": "s3:GetObject", "delete": "s3:DeleteObject"},
+	"s3": {"put": "s3:PutObject", "delete": "s3:DeleteObject",
+		"get": "s3:ListBucket on the bucket (without it S3 answers 403, not 404, for an object that does not exist yet) and s3:GetObject on the key"},
 	"gcs":  {"put": "storage.objects.create", "get": "storage.objects.get", "delete": "storage.objects.delete"},
 	"file": {"put": "write access to the directory", "get": "read access to the file", "delete": "write access to the directory"},
 }
@@ -59,10 +83,46 @@ type probe struct {
 	backend string
 	probe   ports.ObjectCAS
 	live    ports.ObjectCAS
+	// lease tells the live object is a lease (else the checkpoint
+	// document); ttl is the configured lease ttl.
+	lease bool
+	ttl   time.Duration
+	// moveAside and remove are the backend's commands that move the live
+	// object aside and delete it.
+	moveAside, remove string
 }
 
-// Doctor runs the checks for the configuration at path.
+// clients are what one doctor run opened; Doctor closes them all.
+type clients struct{ list []io.Closer }
+
+// doctorOpened, when set (tests), sees every client a doctor run opens and
+// returns what the run closes in its place.
+var doctorOpened func(io.Closer) io.Closer
+
+// add keeps v to close if it holds a client.
+func (c *clients) add(v any) {
+	cl, ok := v.(io.Closer)
+	if !ok {
+		return
+	}
+	if doctorOpened != nil {
+		cl = doctorOpened(cl)
+	}
+	c.list = append(c.list, cl)
+}
+
+func (c *clients) close() {
+	for _, cl := range c.list {
+		_ = cl.Close()
+	}
+	c.list = nil
+}
+
+// Doctor runs the checks for the configuration at path. No secret of the
+// configuration appears in the report.
 func Doctor(ctx context.Context, path string) DoctorReport {
+	var cl clients
+	defer cl.close()
 	var r DoctorReport
 	cfg, warnings, err := config.Load(path)
 	if err != nil {
@@ -77,11 +137,15 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	for _, w := range warnings {
 		r.Checks = append(r.Checks, Check{"config", Warn, w})
 	}
-	auth, sf := checkAuth(ctx, cfg)
-	r.Checks = append(r.Checks, checkState(ctx, cfg), checkCoordinator(ctx, cfg), checkLoki(ctx, cfg), auth)
+	auth, sf := checkAuth(ctx, cfg, &cl)
+	r.Checks = append(r.Checks, checkState(ctx, cfg, &cl)...)
+	r.Checks = append(r.Checks, checkCoordinator(ctx, cfg, &cl)...)
+	r.Checks = append(r.Checks, checkLoki(ctx, cfg), auth)
 	r.Checks = append(r.Checks, checkSalesforceAccess(ctx, cfg, sf)...)
 	r.Checks = append(r.Checks, checkPubSub(ctx, cfg, sf)...)
-	for _, c := range r.Checks {
+	red := redact.New(redactSecrets(cfg)...)
+	for i, c := range r.Checks {
+		r.Checks[i].Detail = red.String(c.Detail)
 		if c.Status == Fail {
 			r.ExitCode = 1
 		}
@@ -91,7 +155,7 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 
 // checkAuth mints a Salesforce token with the configured credentials and
 // returns the token source when it passed (nil otherwise).
-func checkAuth(ctx context.Context, cfg *config.Config) (Check, *salesforce.Auth) {
+func checkAuth(ctx context.Context, cfg *config.Config, cl *clients) (Check, *salesforce.Auth) {
 	if cfg.Salesforce.AuthMode == "none" {
 		return Check{"auth", Skip, "salesforce.auth_mode is none"}, nil
 	}
@@ -99,6 +163,7 @@ func checkAuth(ctx context.Context, cfg *config.Config) (Check, *salesforce.Auth
 	if err != nil {
 		return Check{"auth", Fail, err.Error()}, nil
 	}
+	cl.add(auth)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tok, err := auth.Token(ctx)
@@ -215,91 +280,106 @@ func checkPubSub(ctx context.Context, cfg *config.Config, a *salesforce.Auth) []
 	return out
 }
 
-func checkState(ctx context.Context, cfg *config.Config) Check {
+func checkState(ctx context.Context, cfg *config.Config, cl *clients) []Check {
 	var p probe
 	var err error
 	switch cfg.State.Store {
 	case config.StoreFile:
-		p, err = fileProbe(cfg.State.File.Path)
+		p, err = fileProbe(cfg.State.File.Path, MaxStateDocumentBytes)
 	case config.StoreS3:
-		p, err = s3Probe(ctx, cfg.State.S3)
+		p, err = s3Probe(ctx, cfg.State.S3, MaxStateDocumentBytes)
 	case config.StoreGCS:
-		p, err = gcsProbe(ctx, cfg.State.GCS)
+		p, err = gcsProbe(ctx, cfg.State.GCS, MaxStateDocumentBytes, cl)
 	}
 	return runProbe(ctx, "state", p, err)
 }
 
 // checkCoordinator reaches one probe branch per coordinate.type.
-func checkCoordinator(ctx context.Context, cfg *config.Config) Check {
+func checkCoordinator(ctx context.Context, cfg *config.Config, cl *clients) []Check {
 	c := cfg.Coordinate
+	var p probe
+	var err error
 	switch c.Type {
 	case config.CoordinateNoop:
-		return Check{"coordinator", Skip, "noop: a single instance, nothing to arbitrate"}
+		return []Check{{"coordinator", Skip, "noop: a single instance, nothing to arbitrate"}}
 	case config.CoordinateFileLease:
-		p, err := fileProbe(c.FileLease.Path)
-		return runProbe(ctx, "coordinator", p, err)
+		p, err = fileProbe(c.FileLease.Path, MaxLeaseDocumentBytes)
 	case config.CoordinateS3Lease:
-		p, err := s3Probe(ctx, c.S3Lease.S3Object)
-		return runProbe(ctx, "coordinator", p, err)
+		p, err = s3Probe(ctx, c.S3Lease.S3Object, MaxLeaseDocumentBytes)
 	case config.CoordinateGCSLease:
-		p, err := gcsProbe(ctx, c.GCSLease.GCSObject)
-		return runProbe(ctx, "coordinator", p, err)
+		p, err = gcsProbe(ctx, c.GCSLease.GCSObject, MaxLeaseDocumentBytes, cl)
 	case config.CoordinateK8sLease:
-		return k8sProbe(ctx, c.K8sLease)
+		return k8sProbe(ctx, c.K8sLease, leaseConfig(cfg).TTL)
+	default:
+		return []Check{{"coordinator", Fail, fmt.Sprintf("unknown coordinate.type %q", c.Type)}}
 	}
-	return Check{"coordinator", Fail, fmt.Sprintf("unknown coordinate.type %q", c.Type)}
+	p.lease, p.ttl = true, leaseConfig(cfg).TTL
+	return runProbe(ctx, "coordinator", p, err)
 }
 
-func s3Probe(ctx context.Context, o config.S3Object) (probe, error) {
-	live, err := newS3(ctx, o)
+func s3Probe(ctx context.Context, o config.S3Object, maxSize int64) (probe, error) {
+	cfg := s3.Config{Bucket: o.Bucket, Key: o.Key, Region: o.Region, EndpointURL: o.EndpointURL, MaxSize: maxSize}
+	live, err := s3.New(ctx, cfg)
 	if err != nil {
 		return probe{}, err
 	}
-	po := o
-	po.Key += ProbeSuffix
-	pr, err := s3.New(ctx, s3.Config{Bucket: po.Bucket, Key: po.Key, Region: po.Region, EndpointURL: po.EndpointURL})
-	return probe{backend: "s3", probe: pr, live: live}, err
+	cfg.Key += ProbeSuffix
+	pr, err := s3.New(ctx, cfg)
+	uri, endpoint := "s3://"+o.Bucket+"/"+o.Key, ""
+	if o.EndpointURL != "" {
+		endpoint = " --endpoint-url " + o.EndpointURL
+	}
+	return probe{backend: "s3", probe: pr, live: live,
+		moveAside: fmt.Sprintf("aws s3 mv %s %s.corrupt%s", uri, uri, endpoint), remove: fmt.Sprintf("aws s3 rm %s%s", uri, endpoint)}, err
 }
 
-func gcsProbe(ctx context.Context, o config.GCSObject) (probe, error) {
-	live, err := newGCS(ctx, o)
+func gcsProbe(ctx context.Context, o config.GCSObject, maxSize int64, cl *clients) (probe, error) {
+	live, err := gcs.New(ctx, gcs.Config{Bucket: o.Bucket, ObjectName: o.ObjectName, ServiceFile: o.ServiceFile, MaxSize: maxSize})
 	if err != nil {
 		return probe{}, err
 	}
-	pr, err := gcs.New(ctx, gcs.Config{Bucket: o.Bucket, ObjectName: o.ObjectName + ProbeSuffix, ServiceFile: o.ServiceFile})
-	return probe{backend: "gcs", probe: pr, live: live}, err
-}
-
-func fileProbe(path string) (probe, error) {
-	live, err := file.New(file.Config{Path: path})
+	cl.add(live)
+	pr, err := gcs.New(ctx, gcs.Config{Bucket: o.Bucket, ObjectName: o.ObjectName + ProbeSuffix, ServiceFile: o.ServiceFile, MaxSize: maxSize})
 	if err != nil {
 		return probe{}, err
 	}
-	pr, err := file.New(file.Config{Path: path + ProbeSuffix})
-	return probe{backend: "file", probe: pr, live: live}, err
+	cl.add(pr)
+	uri := "gs://" + o.Bucket + "/" + o.ObjectName
+	return probe{backend: "gcs", probe: pr, live: live,
+		moveAside: fmt.Sprintf("gcloud storage mv %s %s.corrupt", uri, uri), remove: "gcloud storage rm " + uri}, nil
+}
+
+func fileProbe(path string, maxSize int64) (probe, error) {
+	live, err := file.New(file.Config{Path: path, MaxSize: maxSize})
+	if err != nil {
+		return probe{}, err
+	}
+	pr, err := file.New(file.Config{Path: path + ProbeSuffix, MaxSize: maxSize})
+	return probe{backend: "file", probe: pr, live: live,
+		moveAside: fmt.Sprintf("mv %s %s.corrupt", live.Path(), live.Path()), remove: "rm " + live.Path()}, err
 }
 
 // ignoring is the verdict on a store that accepted a write it had to refuse.
 const ignoring = "this endpoint ignores conditional writes (If-None-Match / If-Match); sf2loki cannot arbitrate leadership or protect checkpoints on it"
 
-// runProbe writes, races and deletes the probe object, then reads the live
-// object. The live object is never written.
-func runProbe(ctx context.Context, name string, p probe, buildErr error) Check {
+// runProbe writes, races and deletes the probe object, then reads and
+// decodes the live object. The live object is never written.
+func runProbe(ctx context.Context, name string, p probe, buildErr error) []Check {
 	if buildErr != nil {
-		return Check{name, Fail, buildErr.Error()}
+		return []Check{{name, Fail, buildErr.Error()}}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	fail := func(op string, err error) Check {
+	fail := func(op string, obj ports.ObjectCAS, err error) []Check {
 		switch {
 		case errors.Is(err, ports.ErrConditionalWriteUnsupported):
-			return Check{name, Fail, ignoring + ": " + err.Error()}
+			return []Check{{name, Fail, ignoring + ": " + err.Error()}}
 		case errors.Is(err, ports.ErrPermissionDenied):
-			return Check{name, Fail, fmt.Sprintf("%s %s is not allowed: grant %s (%v)", op, p.probe, permissions[p.backend][op], err)}
+			return []Check{{name, Fail, fmt.Sprintf("%s %s is not allowed: grant %s (%v)", op, obj, permissions[p.backend][op], err)}}
 		case errors.Is(err, ports.ErrBucketNotFound):
-			return Check{name, Fail, fmt.Sprintf("the bucket of %s does not exist: create it or fix the name (%v)", p.live, err)}
+			return []Check{{name, Fail, fmt.Sprintf("the bucket of %s does not exist: create it or fix the name (%v)", p.live, err)}}
 		}
-		return Check{name, Fail, fmt.Sprintf("%s %s: %v", op, p.probe, err)}
+		return []Check{{name, Fail, fmt.Sprintf("%s %s: %v", op, obj, err)}}
 	}
 	stamp := fmt.Sprintf(`{"sf2loki_doctor":%q,"pid":%d}`, time.Now().UTC().Format(time.RFC3339Nano), os.Getpid())
 	if obj, err := p.probe.Get(ctx); err == nil {
@@ -308,7 +388,7 @@ func runProbe(ctx context.Context, name string, p probe, buildErr error) Check {
 	}
 	v1, err := p.probe.Put(ctx, []byte(stamp+" 1"), ports.CreateOnly())
 	if err != nil {
-		return fail("put", err)
+		return fail("put", p.probe, err)
 	}
 	defer func() {
 		if obj, err := p.probe.Get(context.WithoutCancel(ctx)); err == nil {
@@ -316,34 +396,119 @@ func runProbe(ctx context.Context, name string, p probe, buildErr error) Check {
 		}
 	}()
 	if _, err := p.probe.Put(ctx, []byte(stamp+" 2"), ports.CreateOnly()); err == nil {
-		return Check{name, Fail, ignoring + ": a second create-only write (If-None-Match: *) succeeded"}
+		return []Check{{name, Fail, ignoring + ": a second create-only write (If-None-Match: *) succeeded"}}
 	} else if !errors.Is(err, ports.ErrPreconditionFailed) {
-		return fail("put", err)
+		return fail("put", p.probe, err)
 	}
 	v2, err := p.probe.Put(ctx, []byte(stamp+" 3"), ports.IfVersion(v1))
 	if err != nil {
-		return fail("put", err)
+		return fail("put", p.probe, err)
 	}
 	if _, err := p.probe.Put(ctx, []byte(stamp+" 4"), ports.IfVersion(v1)); err == nil {
-		return Check{name, Fail, ignoring + ": a write with a stale version (If-Match) succeeded"}
+		return []Check{{name, Fail, ignoring + ": a write with a stale version (If-Match) succeeded"}}
 	} else if !errors.Is(err, ports.ErrPreconditionFailed) && !errors.Is(err, ports.ErrNotFound) {
-		return fail("put", err)
+		return fail("put", p.probe, err)
 	}
 	if err := p.probe.Delete(ctx, ports.IfVersion(v2)); err != nil {
-		return fail("delete", err)
+		return fail("delete", p.probe, err)
 	}
+	enforced := "conditional writes enforced on " + p.probe.String()
 	obj, err := p.live.Get(ctx)
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
-		return Check{name, Pass, fmt.Sprintf("conditional writes enforced on %s; %s does not exist yet (it will be created)", p.probe, p.live)}
+		return []Check{{name, Pass, fmt.Sprintf("%s; %s does not exist yet (it will be created)", enforced, p.live)}}
+	case errors.Is(err, ports.ErrTooLarge):
+		if p.lease {
+			return []Check{corruptLease(name, p.live.String(), err.Error(), p.remove)}
+		}
+		return []Check{corruptState(name, p.live.String(), err.Error(), p.moveAside)}
 	case err != nil:
-		return fail("get", err)
+		return fail("get", p.live, err)
 	}
 	if err := fileSidecar(p); err != nil {
-		return Check{name, Fail, err.Error()}
+		return []Check{{name, Fail, err.Error()}}
 	}
-	return Check{name, Pass, fmt.Sprintf("conditional writes enforced on %s; %s readable (%d bytes)", p.probe, p.live, len(obj.Data))}
+	if p.lease {
+		return judgeLease(name, enforced, p.live.String(), obj, p.ttl, p.remove)
+	}
+	return judgeState(ctx, name, enforced, p.live.String(), obj, p.moveAside)
 }
+
+// judgeLease decodes a lease with the daemon's decoder: a corrupt one
+// FAILs with the repair, one declaring a ttl over absurdTTL times the
+// configured one WARNs naming its holder.
+func judgeLease(name, enforced, what string, obj ports.Object, ttl time.Duration, remove string) []Check {
+	rec, err := domain.DecodeLeaseRecord(obj.Data)
+	if err != nil {
+		return []Check{corruptLease(name, what, err.Error(), remove)}
+	}
+	if rec.Holder == "" {
+		return []Check{{name, Pass, fmt.Sprintf("%s; the lease %s is released (epoch %d)", enforced, what, rec.Epoch)}}
+	}
+	out := []Check{{name, Pass, fmt.Sprintf("%s; the lease %s is held by %q (epoch %d)", enforced, what, rec.Holder, rec.Epoch)}}
+	if d, err := time.ParseDuration(rec.TTL); err == nil && ttl > 0 && d > absurdTTL*ttl {
+		out = append(out, Check{name, Warn, fmt.Sprintf("the lease %s held by %q declares ttl %s, over %d times the configured %s: "+
+			"standbys wait the longer ttl before taking over if %q dies. If %q runs, restart it with the configured ttl (a graceful stop releases the lease); "+
+			"if it no longer runs, stop the replicas and delete the lease: %s", what, rec.Holder, d, absurdTTL, ttl, rec.Holder, rec.Holder, remove)})
+	}
+	return out
+}
+
+func corruptLease(name, what, problem, remove string) Check {
+	return Check{name, Fail, fmt.Sprintf("the lease %s is corrupt: %s. A standby takes it over only after a ttl unchanged; "+
+		"to clear it at once, stop the replicas and delete it (%s): the first replica to start creates a new one", what, problem, remove)}
+}
+
+// judgeState decodes the checkpoint document with the daemon's committer
+// (read-only): a corrupt one FAILs with the repair; values a source could
+// not resume from WARN with theirs.
+func judgeState(ctx context.Context, name, enforced, what string, obj ports.Object, moveAside string) []Check {
+	c, err := domain.NewCheckpointCommitter(loadedObject{obj: obj, name: what}, clock.New(), domain.CommitterConfig{})
+	if err != nil {
+		return []Check{{name, Fail, err.Error()}}
+	}
+	doc, err := c.Load(ctx)
+	if err != nil {
+		problem := err.Error()
+		var ce *domain.CorruptError
+		if errors.As(err, &ce) {
+			problem = ce.Problem
+		}
+		return []Check{corruptState(name, what, problem, moveAside)}
+	}
+	epoch := doc[domain.FenceEpochKey]
+	delete(doc, domain.FenceEpochKey)
+	out := []Check{{name, Pass, fmt.Sprintf("%s; %s holds %d checkpoints (epoch %s)", enforced, what, len(doc), cmp.Or(epoch, "none"))}}
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
+		if err := checkCheckpoint(k, doc[k]); err != nil {
+			out = append(out, Check{name, Warn, fmt.Sprintf("%v: its source cannot resume from it and starts from its lookback or replay preset; "+
+				"to choose the position, stop the replicas and run sf2loki state set %s VALUE (or sf2loki state delete %s)", err, strconv.Quote(k), strconv.Quote(k))})
+		}
+	}
+	return out
+}
+
+func corruptState(name, what, problem, moveAside string) Check {
+	return Check{name, Fail, fmt.Sprintf("the checkpoint document %s is corrupt: %s. No leader can start on it and sf2loki will not overwrite it. "+
+		"Repair: stop the replicas, move it aside (%s), then restore the checkpoints with sf2loki state import --if-empty FILE from an export "+
+		"(sf2loki state export); without one every source starts from its lookback window or replay preset", what, problem, moveAside)}
+}
+
+// loadedObject is an object already read, for decoding with the domain's
+// committer: it answers Get with it and refuses to write.
+type loadedObject struct {
+	obj  ports.Object
+	name string
+}
+
+var errReadOnly = errors.New("doctor: read only")
+
+func (l loadedObject) Get(context.Context) (ports.Object, error) { return l.obj, nil }
+func (l loadedObject) Put(context.Context, []byte, ports.Precondition) (ports.Version, error) {
+	return "", errReadOnly
+}
+func (l loadedObject) Delete(context.Context, ports.Precondition) error { return errReadOnly }
+func (l loadedObject) String() string                                   { return l.name }
 
 // fileSidecar checks that an existing file's lock sidecar opens read-write:
 // the daemon needs it for every write.
@@ -387,19 +552,32 @@ func checkLoki(ctx context.Context, cfg *config.Config) Check {
 	return Check{"loki", Pass, fmt.Sprintf("pushed one entry with structured metadata to %s (source=sf2loki-doctor)", cfg.Sink.Loki.URL)}
 }
 
-func k8sProbe(ctx context.Context, l config.K8sLease) Check {
-	s, err := k8s.New(k8s.Config{Namespace: l.Namespace, Name: l.Name, Kubeconfig: l.Kubeconfig})
+func k8sProbe(ctx context.Context, l config.K8sLease, ttl time.Duration) []Check {
+	s, err := k8s.New(k8s.Config{Namespace: l.Namespace, Name: l.Name, Kubeconfig: l.Kubeconfig, MaxSize: MaxLeaseDocumentBytes})
 	if err != nil {
-		return Check{"coordinator", Fail, err.Error()}
+		return []Check{{"coordinator", Fail, err.Error()}}
 	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	verb, err := s.DryRun(ctx)
 	switch {
 	case errors.Is(err, ports.ErrPermissionDenied):
-		return Check{"coordinator", Fail, fmt.Sprintf("%s of lease %s is not allowed: grant get, create and patch on leases in %s (%v)", verb, s, l.Namespace, err)}
+		return []Check{{"coordinator", Fail, fmt.Sprintf("%s of lease %s is not allowed: grant get, create and patch on leases in %s (%v)", verb, s, l.Namespace, err)}}
 	case err != nil:
-		return Check{"coordinator", Fail, fmt.Sprintf("%s %s: %v", verb, s, err)}
+		return []Check{{"coordinator", Fail, fmt.Sprintf("%s %s: %v", verb, s, err)}}
 	}
-	return Check{"coordinator", Pass, fmt.Sprintf("lease %s: get and %s allowed (server-side dry run)", s, verb)}
+	allowed := fmt.Sprintf("lease %s: get and %s allowed (server-side dry run)", s, verb)
+	remove := fmt.Sprintf("kubectl -n %s delete lease %s", l.Namespace, l.Name)
+	obj, err := s.Get(ctx)
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		return []Check{{"coordinator", Pass, allowed}}
+	case errors.Is(err, ports.ErrTooLarge):
+		return []Check{corruptLease("coordinator", s.String(), err.Error(), remove)}
+	case err != nil:
+		return []Check{{"coordinator", Fail, fmt.Sprintf("get %s: %v", s, err)}}
+	}
+	return judgeLease("coordinator", allowed, s.String(), obj, ttl, remove)
 }
 
 // Write renders the report as a table, or JSON.

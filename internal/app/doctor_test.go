@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,12 +14,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
@@ -435,5 +438,234 @@ sink: {loki: {url: %s/push}}
 `, dir, "http://127.0.0.1:1", ps.Addr, web.URL)))
 	if c := check(r, "pubsub"); c.Status != Skip {
 		t.Fatalf("pubsub without a token: %+v", c)
+	}
+}
+
+// rows returns every row named name.
+func rows(r DoctorReport, name string) []Check {
+	var out []Check
+	for _, c := range r.Checks {
+		if c.Name == name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// The doctor decodes the live lease and checkpoint document with the
+// daemon's decoders, instead of calling readable bytes good.
+func TestDoctorDecodesTheLiveDocuments(t *testing.T) {
+	write := func(t *testing.T, lease, state []byte) (string, string, string) {
+		t.Helper()
+		dir := t.TempDir()
+		lp, sp := filepath.Join(dir, "leader.lease"), filepath.Join(dir, "state.json")
+		for p, b := range map[string][]byte{lp: lease, sp: state} {
+			if b != nil {
+				if err := os.WriteFile(p, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		cfg := writeConfig(t, fmt.Sprintf("coordinate: {type: file_lease, file_lease: {path: %s, ttl: 30s, renew_interval: 10s}}\nstate: {file: {path: %s}}\n", lp, sp))
+		return cfg, lp, sp
+	}
+	garbage := bytes.Repeat([]byte("\x00garbage"), 300/8)
+	held := func(ttl string) []byte {
+		return domain.LeaseRecord{Holder: "old-host-1", Epoch: 7, TTL: ttl}.Encode()
+	}
+	t.Run("a corrupt checkpoint document fails with the repair", func(t *testing.T) {
+		cfg, _, sp := write(t, held("30s"), garbage)
+		r := Doctor(t.Context(), cfg)
+		c := check(r, "state")
+		if c.Status != Fail || r.ExitCode != 1 || !strings.Contains(c.Detail, "is corrupt") ||
+			!strings.Contains(c.Detail, "mv "+sp+" "+sp+".corrupt") || !strings.Contains(c.Detail, "sf2loki state import --if-empty") {
+			t.Fatalf("state row %+v", c)
+		}
+		if c := check(r, "coordinator"); c.Status != Pass || !strings.Contains(c.Detail, `held by "old-host-1" (epoch 7)`) {
+			t.Fatalf("coordinator row %+v", c)
+		}
+	})
+	t.Run("a corrupt lease fails with the repair", func(t *testing.T) {
+		cfg, lp, _ := write(t, []byte(`{"holder":7}`), []byte(`{}`))
+		r := Doctor(t.Context(), cfg)
+		if c := check(r, "coordinator"); c.Status != Fail || !strings.Contains(c.Detail, "is corrupt") || !strings.Contains(c.Detail, "rm "+lp) {
+			t.Fatalf("coordinator row %+v", c)
+		}
+	})
+	t.Run("an oversized lease fails as corrupt without being read whole", func(t *testing.T) {
+		cfg, _, _ := write(t, bytes.Repeat([]byte("x"), MaxLeaseDocumentBytes+1), nil)
+		r := Doctor(t.Context(), cfg)
+		if c := check(r, "coordinator"); c.Status != Fail || !strings.Contains(c.Detail, "is corrupt") || !strings.Contains(c.Detail, "the cap is") {
+			t.Fatalf("coordinator row %+v", c)
+		}
+	})
+	t.Run("an absurd ttl warns naming the holder", func(t *testing.T) {
+		cfg, lp, _ := write(t, held("1000h0m0s"), []byte(`{"eventlog_objects:LoginEvent":"abc","pubsub:/event/LoginEventStream":"AAAAAAAAAAE="}`))
+		r := Doctor(t.Context(), cfg)
+		var warned, stateWarned bool
+		for _, c := range rows(r, "coordinator") {
+			warned = warned || c.Status == Warn && strings.Contains(c.Detail, `"old-host-1"`) && strings.Contains(c.Detail, "1000h") && strings.Contains(c.Detail, "rm "+lp)
+		}
+		for _, c := range rows(r, "state") {
+			stateWarned = stateWarned || c.Status == Warn && strings.Contains(c.Detail, "eventlog_objects:LoginEvent") && strings.Contains(c.Detail, "sf2loki state set")
+		}
+		if !warned || !stateWarned || r.ExitCode != 0 {
+			t.Fatalf("want a coordinator WARN naming old-host-1 and a state WARN for the unreadable position: %+v", r.Checks)
+		}
+		if c := check(r, "state"); c.Status != Pass || !strings.Contains(c.Detail, "holds 2 checkpoints") {
+			t.Fatalf("state row %+v", c)
+		}
+		// Ten times the ttl is not absurd.
+		cfg, _, _ = write(t, held("5m0s"), nil)
+		for _, c := range Doctor(t.Context(), cfg).Checks {
+			if c.Status == Warn && c.Name == "coordinator" {
+				t.Fatalf("warned at 10x the ttl: %+v", c)
+			}
+		}
+	})
+}
+
+func TestDoctorCoordinatorFailsOnAPermissionError(t *testing.T) {
+	s3srv, gcssrv := testenv.StartS3(t), testenv.StartGCS(t)
+	s3Env(t)
+	dir := t.TempDir()
+	state := fmt.Sprintf("state: {file: {path: %s/state.json}}\n", dir)
+	deny := func(status int, body string) faultproxy.Rule {
+		return faultproxy.Rule{Action: faultproxy.Respond, Status: status, Body: body,
+			Match: func(r *http.Request) bool { return r.Method == http.MethodPut || r.Method == http.MethodPost }}
+	}
+	t.Run("s3_lease", func(t *testing.T) {
+		p := faultproxy.New(t, s3srv.Endpoint)
+		p.Add(deny(403, `<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`))
+		r := Doctor(t.Context(), writeConfig(t, fmt.Sprintf("coordinate: {type: s3_lease, s3_lease: {bucket: %s, endpoint_url: %s}}\n", s3srv.NewBucket(t), p.URL)+state))
+		if c := check(r, "coordinator"); c.Status != Fail || r.ExitCode != 1 || !strings.Contains(c.Detail, "grant s3:PutObject") {
+			t.Fatalf("coordinator row %+v", c)
+		}
+	})
+	t.Run("gcs_lease", func(t *testing.T) {
+		p := faultproxy.New(t, gcssrv.URL)
+		p.Add(deny(403, `{"error":{"code":403,"message":"denied","errors":[{"reason":"forbidden","message":"denied"}]}}`))
+		t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(p.URL, "http://"))
+		r := Doctor(t.Context(), writeConfig(t, fmt.Sprintf("coordinate: {type: gcs_lease, gcs_lease: {bucket: %s}}\n", gcssrv.NewBucket(t))+state))
+		if c := check(r, "coordinator"); c.Status != Fail || r.ExitCode != 1 || !strings.Contains(c.Detail, "grant storage.objects.create") {
+			t.Fatalf("coordinator row %+v", c)
+		}
+	})
+}
+
+// S3 answers 403 for an absent object when s3:ListBucket is missing: the
+// hint names it, not only s3:GetObject.
+func TestDoctorForbiddenReadNamesListBucket(t *testing.T) {
+	srv := testenv.StartS3(t)
+	s3Env(t)
+	p := faultproxy.New(t, srv.Endpoint)
+	p.Add(faultproxy.Rule{Action: faultproxy.Respond, Status: 403, Body: `<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`,
+		Match: func(r *http.Request) bool {
+			return r.Method == http.MethodGet && !strings.Contains(r.URL.Path, ProbeSuffix)
+		}})
+	r := Doctor(t.Context(), writeConfig(t, s3Config(srv.NewBucket(t), p.URL)))
+	if c := check(r, "state"); c.Status != Fail || !strings.Contains(c.Detail, "grant s3:ListBucket") || !strings.Contains(c.Detail, "ha/state.json") {
+		t.Fatalf("state row %+v", c)
+	}
+}
+
+// counting wraps a client and counts its Close calls.
+type counting struct {
+	io.Closer
+	closed *atomic.Int64
+}
+
+func (c counting) Close() error { c.closed.Add(1); return c.Closer.Close() }
+
+func TestDoctorClosesWhatItOpens(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL, "http://"))
+	sf := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, `{"access_token":"tok","instance_url":"http://%s","organization_id":"00DORG"}`, r.Host)
+	}))
+	defer sf.Close()
+	var opened, closed atomic.Int64
+	doctorOpened = func(c io.Closer) io.Closer { opened.Add(1); return counting{c, &closed} }
+	defer func() { doctorOpened = nil }()
+	r := Doctor(t.Context(), writeConfig(t, fmt.Sprintf(`coordinate: {type: gcs_lease, gcs_lease: {bucket: %s}}
+state: {store: gcs, gcs: {bucket: %s}}
+salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: secret-value}
+`, bucket, bucket, sf.URL)))
+	if r.ExitCode != 0 {
+		t.Fatalf("%+v", r.Checks)
+	}
+	// Two GCS stores per probe (live and probe object), the token source.
+	if opened.Load() < 5 || closed.Load() != opened.Load() {
+		t.Fatalf("opened %d clients, closed %d", opened.Load(), closed.Load())
+	}
+}
+
+// A token endpoint that echoes the request, and a Loki URL with a
+// password, must not put either secret into the doctor's report or the
+// daemon's log.
+func TestSecretsNeverReachTheReportOrTheLog(t *testing.T) {
+	const secret = "Sup3r+Secret/Value=="
+	const lokiPassword = "loki-pa55word"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusBadRequest)
+		form, _ := url.ParseQuery(string(body))
+		_, _ = fmt.Fprintf(w, `{"error":"invalid_client","error_description":"got %s (%s)"}`, body, form.Get("client_secret"))
+	}))
+	defer echo.Close()
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) }))
+	defer down.Close()
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lokiURL := strings.Replace(down.URL, "http://", "http://user:"+lokiPassword+"@", 1)
+	path := writeConfig(t, fmt.Sprintf(`state: {file: {path: %s/state.json}}
+salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret_file: %s}
+sink: {loki: {url: %q, timeout: 2s}}
+`, dir, echo.URL, secretFile, lokiURL))
+	leaks := func(where, text string) {
+		t.Helper()
+		for _, s := range []string{secret, url.QueryEscape(secret), lokiPassword} {
+			if strings.Contains(text, s) {
+				t.Fatalf("%s shows the secret %q:\n%s", where, s, text)
+			}
+		}
+	}
+	r := Doctor(t.Context(), path)
+	if c := check(r, "auth"); c.Status != Fail || !strings.Contains(c.Detail, "[REDACTED]") {
+		t.Fatalf("auth row %+v", c)
+	}
+	if c := check(r, "loki"); c.Status != Fail {
+		t.Fatalf("loki row %+v", c)
+	}
+	var report bytes.Buffer
+	if err := r.Write(&report, false); err != nil {
+		t.Fatal(err)
+	}
+	leaks("the report", report.String())
+
+	// The log: the daemon's logger wrapped with the configuration's secrets.
+	cfg, _, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := redactLogger(NewLogger(&logs, "info", "json"), cfg)
+	raw := fmt.Errorf("token endpoint answered: client_secret=%s", url.QueryEscape(secret))
+	log.Error("mint failed "+secret, "error", raw, "url", lokiURL, "detail", []string{secret})
+	log.With("secret", secret).WithGroup("g").Info("x", "k", secret)
+	leaks("the log", logs.String())
+	if strings.Count(logs.String(), "[REDACTED]") < 6 {
+		t.Fatalf("the log does not show where the secrets were removed:\n%s", logs.String())
+	}
+	// An error a command prints outside the logger.
+	wrapped := fmt.Errorf("run: %w", raw)
+	if err := redactErr(cfg, wrapped); !errors.Is(err, raw) || !strings.Contains(err.Error(), "[REDACTED]") {
+		t.Fatalf("redactErr: %v", err)
+	} else {
+		leaks("a returned error", err.Error())
 	}
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,11 +13,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/file"
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
+	"github.com/sf2loki/sf2loki/internal/adapters/synthetic"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
@@ -141,7 +147,7 @@ func newStateCommand() *cobra.Command {
 			}
 			keys := slices.Sorted(maps.Keys(out))
 			for _, k := range keys {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", k, out[k])
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", showable(k), showable(out[k]))
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%d keys\n", len(keys))
 			return err
@@ -178,6 +184,11 @@ func newStateCommand() *cobra.Command {
 		func(cmd *cobra.Command, s *stateSession, args []string) error {
 			if err := reserved(args[0]); err != nil {
 				return err
+			}
+			if args[0] != domain.FenceEpochKey {
+				if err := checkCheckpoint(args[0], args[1]); err != nil {
+					return &ExitError{Code: ExitInvalidConfig, Err: fmt.Errorf("set: %w", err)}
+				}
 			}
 			var err error
 			if args[0] == domain.FenceEpochKey {
@@ -243,23 +254,9 @@ func newStateCommand() *cobra.Command {
 				defer f.Close()
 				r = f
 			}
-			var raw map[string]any
-			if err := json.NewDecoder(r).Decode(&raw); err != nil {
-				return &ExitError{Code: ExitInvalidConfig, Err: fmt.Errorf("import: the input must be a JSON object of strings: %w", err)}
-			}
-			if raw == nil {
-				return &ExitError{Code: ExitInvalidConfig, Err: errors.New("import: the input must be a JSON object of strings, not null")}
-			}
-			kv := map[string]string{}
-			for k, v := range raw {
-				str, ok := v.(string)
-				switch {
-				case k == domain.FenceEpochKey:
-					return &ExitError{Code: ExitInvalidConfig, Err: fmt.Errorf("import: %s is reserved for the leader epoch", k)}
-				case !ok:
-					return &ExitError{Code: ExitInvalidConfig, Err: fmt.Errorf("import: the value of %q is not a string", k)}
-				}
-				kv[k] = str
+			kv, err := decodeImport(r)
+			if err != nil {
+				return &ExitError{Code: ExitInvalidConfig, Err: fmt.Errorf("import: %w; nothing was written", err)}
 			}
 			if ifEmpty {
 				doc, err := s.committer.Load(cmd.Context())
@@ -274,13 +271,177 @@ func newStateCommand() *cobra.Command {
 			if err := s.committer.CommitMany(cmd.Context(), kv); err != nil {
 				return writeErr(err)
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "imported %d keys into %s\n", len(kv), s.store)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "imported %d keys into %s\n", len(kv), s.store)
 			return err
 		})
 	imp.Flags().BoolVar(&ifEmpty, "if-empty", false, "refuse unless the target holds no checkpoints")
 
 	cmd.AddCommand(show, set, del, export, imp)
 	return cmd
+}
+
+// maxImportBytes bounds what import reads: the checkpoint document's cap.
+const maxImportBytes = MaxStateDocumentBytes
+
+// decodeImport reads one JSON object of strings and refuses anything that
+// would be silently altered or lost on the way into the document: data
+// after the object, invalid UTF-8 (or escapes decoding to U+FFFD), empty,
+// duplicate or reserved keys, keys with control characters, and values of
+// known keys that their source could not resume from.
+func decodeImport(r io.Reader) (map[string]string, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxImportBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxImportBytes {
+		return nil, fmt.Errorf("the input is larger than %d bytes, the cap of a checkpoint document", maxImportBytes)
+	}
+	if !utf8.Valid(data) {
+		i := 0
+		for i < len(data) {
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size == 1 {
+				break
+			}
+			i += size
+		}
+		return nil, fmt.Errorf("the input is not valid UTF-8 (byte %d); convert it to UTF-8", i)
+	}
+	const shape = "the input must be one JSON object of strings, like {\"pubsub:/event/LoginEventStream\": \"AAAAAAAAAAE=\"}"
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", shape, err)
+		}
+		return nil, fmt.Errorf("%s, not %v", shape, describeToken(tok))
+	}
+	kv := map[string]string{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", shape, err)
+		}
+		k := tok.(string) // object keys are strings
+		vt, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", shape, err)
+		}
+		v, ok := vt.(string)
+		if !ok {
+			return nil, fmt.Errorf("the value of %q is %s, not a string", k, describeToken(vt))
+		}
+		if _, dup := kv[k]; dup {
+			return nil, fmt.Errorf("the key %q appears twice; keep one", k)
+		}
+		if k == domain.FenceEpochKey {
+			return nil, fmt.Errorf("%s is reserved for the leader epoch", k)
+		}
+		if err := checkCheckpoint(k, v); err != nil {
+			return nil, err
+		}
+		kv[k] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, fmt.Errorf("%s: %w", shape, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("there is more input after the JSON object (byte %d): import one object at a time", dec.InputOffset())
+	}
+	return kv, nil
+}
+
+// describeToken names a JSON token for an error message.
+func describeToken(tok json.Token) string {
+	switch tok.(type) {
+	case json.Delim:
+		if tok == json.Delim('[') {
+			return "an array"
+		}
+		return "an object"
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64, json.Number:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", tok)
+}
+
+// checkKey refuses a key that cannot be shown or typed back: empty, with
+// control characters, or holding U+FFFD (what invalid UTF-8 and lone
+// surrogate escapes decode to).
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("an empty key names no checkpoint")
+	case strings.ContainsRune(key, utf8.RuneError):
+		return fmt.Errorf("the key %q holds U+FFFD (invalid UTF-8 or a lone surrogate escape in the input)", key)
+	case strings.ContainsFunc(key, unicode.IsControl):
+		return fmt.Errorf("the key %q holds a control character (tab, newline, …); checkpoint keys are printable", key)
+	}
+	return nil
+}
+
+// checkCheckpoint checks a key and, for the key families the sources
+// write, that the name is one the source can have and that the value is a
+// position it can resume from: what the daemon would otherwise find
+// unreadable and skip.
+func checkCheckpoint(key, value string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if strings.ContainsRune(value, utf8.RuneError) {
+		return fmt.Errorf("the value of %q holds U+FFFD (invalid UTF-8 or a lone surrogate escape in the input)", key)
+	}
+	family, name, ok := strings.Cut(key, ":")
+	if !ok {
+		return nil // not a source's key (a custom or newer one): stored as given
+	}
+	var nameErr, valueErr error
+	switch family + ":" {
+	case salesforce.SOQLKeyPrefix:
+		if !salesforce.ValidName(name) {
+			nameErr = fmt.Errorf("%q is not an object name (letters, digits and _)", name)
+		}
+		valueErr = salesforce.CheckSOQLCheckpoint(value)
+	case salesforce.ELFKeyPrefix:
+		if !salesforce.ValidName(name) {
+			nameErr = fmt.Errorf("%q is not an event type name (letters, digits and _)", name)
+		}
+		valueErr = salesforce.CheckELFCheckpoint(value)
+	case pubsub.KeyPrefix:
+		if !pubsub.ValidTopic(name) {
+			nameErr = fmt.Errorf("%q is not a topic (/event/<Name> or /data/<Name>)", name)
+		}
+		valueErr = pubsub.CheckReplayID(value)
+	case synthetic.KeyPrefix:
+		if name == "" {
+			nameErr = errors.New("an empty event type")
+		}
+		valueErr = synthetic.CheckSequence(value)
+	default:
+		return nil
+	}
+	switch {
+	case nameErr != nil:
+		return fmt.Errorf("%s: %w", key, nameErr)
+	case value == "":
+		return fmt.Errorf("%s: an empty value is no position; to start the source from its default, use sf2loki state delete %s", key, key)
+	case valueErr != nil:
+		return fmt.Errorf("%s: %w", key, valueErr)
+	}
+	return nil
+}
+
+// showable prints s as it is, or Go-quoted when it holds anything that
+// would break the key<TAB>value lines (control characters, invalid UTF-8,
+// other unprintable runes) or starts with a quote.
+func showable(s string) string {
+	if utf8.ValidString(s) && !strings.HasPrefix(s, `"`) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // globMatcher matches keys against a glob where * is any run of

@@ -2,11 +2,15 @@ package app
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/file"
 	"github.com/sf2loki/sf2loki/internal/domain"
@@ -58,17 +62,17 @@ func TestStateCommandsOnEveryBackend(t *testing.T) {
 				}
 				return out
 			}
-			must("", "set", "pubsub:/event/B", "r2")
-			must("", "set", "pubsub:/event/A", "r1")
-			must("", "set", "eventlogfile:Login", "2026-03-01")
-			if out := must("", "show"); out != "eventlogfile:Login\t2026-03-01\npubsub:/event/A\tr1\npubsub:/event/B\tr2\n3 keys\n" {
+			must("", "set", "pubsub:/event/B", "AAAAAAAAAAI=")
+			must("", "set", "pubsub:/event/A", "AAAAAAAAAAE=")
+			must("", "set", "eventlogfile:Login", elfPos)
+			if out := must("", "show"); out != "eventlogfile:Login\t"+elfPos+"\npubsub:/event/A\tAAAAAAAAAAE=\npubsub:/event/B\tAAAAAAAAAAI=\n3 keys\n" {
 				t.Fatalf("show:\n%s", out)
 			}
-			if out := must("", "show", "--key", "pubsub:*", "--json"); !strings.Contains(out, `"pubsub:/event/A": "r1"`) || strings.Contains(out, "eventlogfile") {
+			if out := must("", "show", "--key", "pubsub:*", "--json"); !strings.Contains(out, `"pubsub:/event/A": "AAAAAAAAAAE="`) || strings.Contains(out, "eventlogfile") {
 				t.Fatalf("show --key --json:\n%s", out)
 			}
 			must("", "delete", "pubsub:/event/B")
-			if out := must("", "export"); out != "{\n  \"eventlogfile:Login\": \"2026-03-01\",\n  \"pubsub:/event/A\": \"r1\"\n}\n" {
+			if out := must("", "export"); out != "{\n  \"eventlogfile:Login\": \"{\\\"last_created\\\":\\\"2026-03-01T00:00:00.000+0000\\\",\\\"ids\\\":[]}\",\n  \"pubsub:/event/A\": \"AAAAAAAAAAE=\"\n}\n" {
 				t.Fatalf("export:\n%s", out)
 			}
 			must(`{"apexlog":"x"}`, "import", "-")
@@ -97,6 +101,86 @@ func TestStateCommandsOnEveryBackend(t *testing.T) {
 				t.Fatalf("export --include-reserved:\n%s", out)
 			}
 		})
+	}
+}
+
+// elfPos is a valid eventlogfile checkpoint.
+const elfPos = `{"last_created":"2026-03-01T00:00:00.000+0000","ids":[]}`
+
+func TestStateImportRefusesMalformedInput(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, fmt.Sprintf("state: {file: {path: %s/state.json}}\n", dir))
+	if out, code := cli(t, `{"keep":"1"}`, "state", "--config", cfg, "import", "-"); code != 0 {
+		t.Fatalf("import: exit %d\n%s", code, out)
+	}
+	for _, tc := range []struct{ name, stdin, want string }{
+		{"trailing data", `{"a":"1"}{"b":"2"}`, "after the JSON object"},
+		{"trailing garbage", `{"a":"1"} x`, "after the JSON object"},
+		{"invalid UTF-8", "{\"a\":\"\xff\"}", "not valid UTF-8"},
+		{"a lone surrogate", `{"a":"\ud800"}`, "U+FFFD"},
+		{"an empty key", `{"":"v"}`, "empty key"},
+		{"a duplicate key", `{"a":"1","b":"2","a":"3"}`, `"a" appears twice`},
+		{"a tab in a key", "{\"a\\tb\":\"v\"}", "control character"},
+		{"a newline in a key", "{\"a\\nb\":\"v\"}", "control character"},
+		{"a nested object", `{"a":{"b":"c"}}`, "not a string"},
+		{"an unreadable position", `{"eventlog_objects:LoginEvent":"abc"}`, "is not a position like"},
+		{"a bad replay id", `{"pubsub:/event/LoginEventStream":"r1"}`, "is not a replay id"},
+		{"a bad topic", `{"pubsub:LoginEventStream":"AAAAAAAAAAE="}`, "not a topic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, code := cli(t, tc.stdin, "state", "--config", cfg, "import", "-")
+			if code != ExitInvalidConfig || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d, want %d with %q:\n%s", code, ExitInvalidConfig, tc.want, out)
+			}
+			if out, _ := cli(t, "", "state", "--config", cfg, "export"); out != "{\n  \"keep\": \"1\"\n}\n" {
+				t.Fatalf("the document changed:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestStateSetChecksTheValuesOfKnownKeys(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, fmt.Sprintf("state: {file: {path: %s/state.json}}\n", dir))
+	for _, tc := range []struct {
+		key, value string
+		ok         bool
+		want       string
+	}{
+		{"eventlog_objects:LoginEvent", `{"last_ts":"2026-03-01T00:00:00.000+0000","ids":[]}`, true, ""},
+		{"eventlog_objects:LoginEvent", "2026-03-01T00:00:00Z", true, ""},
+		{"eventlog_objects:LoginEvent", "abc", false, `is not a position like {"last_ts"`},
+		{"eventlog_objects:", "2026-03-01T00:00:00Z", false, "not an object name"},
+		{"eventlogfile:API", elfPos, true, ""},
+		{"eventlogfile:API", "2026-03-01", false, `is not a position like {"last_created"`},
+		{"pubsub:/event/LoginEventStream", "AAAAAAAAAAE=", true, ""},
+		{"pubsub:/event/LoginEventStream", "r1", false, "is not a replay id"},
+		{"synthetic:LoginEvent", "41", true, ""},
+		{"synthetic:LoginEvent", "abc", false, "is not a sequence number"},
+		{"synthetic:LoginEvent", "", false, "state delete"},
+		{"custom_key", "anything", true, ""},
+		{"a\tb", "v", false, "control character"},
+		{"", "v", false, "empty key"},
+	} {
+		out, code := cli(t, "", "state", "--config", cfg, "set", tc.key, tc.value)
+		if tc.ok && code != 0 || !tc.ok && (code != ExitInvalidConfig || !strings.Contains(out, tc.want)) {
+			t.Errorf("set %q %q: exit %d, want ok=%v with %q:\n%s", tc.key, tc.value, code, tc.ok, tc.want, out)
+		}
+	}
+}
+
+func TestStateShowEscapesControlCharacters(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	// Written by something else than sf2loki: the commands refuse such keys.
+	if err := os.WriteFile(path, []byte(`{"a\tb":"x\ny","plain":"v","q\"uote":"\u0007"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, fmt.Sprintf("state: {file: {path: %s}}\n", path))
+	out, code := cli(t, "", "state", "--config", cfg, "show")
+	want := "\"a\\tb\"\t\"x\\ny\"\nplain\tv\nq\"uote\t\"\\a\"\n3 keys\n"
+	if code != 0 || out != want {
+		t.Fatalf("show: exit %d\n%q\nwant\n%q", code, out, want)
 	}
 }
 
@@ -160,4 +244,54 @@ func TestStateMigrationFileToS3ToGCS(t *testing.T) {
 	if fromFile != fromS3 || fromS3 != fromGCS || strings.Count(fromFile, "eventlog_objects:") != 20 {
 		t.Fatalf("exports differ:\nfile:\n%s\ns3:\n%s\ngcs:\n%s", fromFile, fromS3, fromGCS)
 	}
+}
+
+// The size caps hold the largest documents sf2loki writes: a checkpoint
+// document with a thousand eventlog_objects cursors carrying 500 Ids each,
+// every EventLogFile type carrying 250 files and ten thousand Pub/Sub
+// replay ids; a lease naming the longest Kubernetes pod name.
+func TestDocumentCapsHoldTheLargestDocuments(t *testing.T) {
+	id := func(i int) string { return fmt.Sprintf("0Lg%015d", i) }
+	const ts = "2026-03-01T00:00:00.000+0000"
+	doc := map[string]string{domain.FenceEpochKey: "18446744073709551615"}
+	ids := make([]string, 500)
+	for i := range ids {
+		ids[i] = id(i)
+	}
+	soql, _ := json.Marshal(map[string]any{"last_ts": ts, "ids": ids})
+	pairs := make([][2]string, 250)
+	for i := range pairs {
+		pairs[i] = [2]string{id(i), ts}
+	}
+	elf, _ := json.Marshal(map[string]any{"last_created": ts, "ids": pairs})
+	for i := range 1000 {
+		doc[fmt.Sprintf("eventlog_objects:Custom_Object_Number_%04d__c", i)] = string(soql)
+	}
+	for i := range 70 {
+		doc[fmt.Sprintf("eventlogfile:EventTypeNumber%02d", i)] = string(elf)
+	}
+	for i := range 10000 {
+		doc[fmt.Sprintf("pubsub:/event/Platform_Event_Number_%05d__e", i)] = base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("replay-id-%06d", i)))
+	}
+	for k, v := range doc {
+		if k != domain.FenceEpochKey {
+			if err := checkCheckpoint(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > MaxStateDocumentBytes {
+		t.Fatalf("the largest checkpoint document is %d bytes, over the cap of %d", len(b), MaxStateDocumentBytes)
+	}
+	holder := strings.Repeat("p", 253)
+	lease := domain.LeaseRecord{Holder: holder, Instance: holder + "-" + strings.Repeat("i", 64), Epoch: 1<<64 - 1, Renewals: 1<<64 - 1,
+		TTL: "2562047h47m16.854775807s", AcquiredAt: time.Now(), RenewedAt: time.Now(), ExpiresAt: time.Now()}.Encode()
+	if len(lease)*16 > MaxLeaseDocumentBytes {
+		t.Fatalf("the largest lease record is %d bytes: the cap of %d leaves less than 16 times that", len(lease), MaxLeaseDocumentBytes)
+	}
+	t.Logf("largest checkpoint document %d bytes (cap %d), largest lease %d bytes (cap %d)", len(b), MaxStateDocumentBytes, len(lease), MaxLeaseDocumentBytes)
 }
