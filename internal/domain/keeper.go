@@ -451,7 +451,8 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 			if errors.Is(ferr, ErrCorrupt) {
 				code, what = BlockedCheckpointCorrupt, "is corrupt"
 			}
-			k.setBlocked(code, fmt.Sprintf("the checkpoint document %s, whose epoch every new leader must exceed, so no replica can lead: %v", what, ferr))
+			k.setBlocked(code, fmt.Sprintf("the checkpoint document %s; every new epoch must exceed the one it stores, so no replica can lead "+
+				"until it is repaired (sf2loki doctor shows how): %v", what, ferr))
 			return StepResult{Role: RoleStandby, Next: r, Reason: "cannot read the epoch floor, not contesting", Err: ferr}
 		}
 		floor = f
