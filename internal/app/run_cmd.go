@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -57,26 +59,66 @@ func newRunCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			returned := make(chan struct{})
+			defer close(returned)
 			go func() {
-				<-ctx.Done()
+				select {
+				case <-ctx.Done():
+				case <-returned:
+					return
+				}
 				stop()
 				// A second signal forces the exit.
 				force := make(chan os.Signal, 1)
 				signal.Notify(force, syscall.SIGTERM, os.Interrupt)
-				<-force
-				fmt.Fprintln(os.Stderr, "sf2loki: second signal, exiting without a graceful stop")
-				os.Exit(1)
+				defer signal.Stop(force)
+				select {
+				case <-force:
+					fmt.Fprintln(os.Stderr, "sf2loki: second signal, exiting without a graceful stop")
+					os.Exit(1)
+				case <-returned:
+				}
 			}()
 			d, cleanup, err := Build(ctx, cfg, Overrides{})
 			if err != nil {
 				return err
 			}
 			defer cleanup()
-			return d.Run(ctx)
+			return pathHint(cfg, path, d.Run(ctx))
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file (environment SF2LOKI_* overrides it)")
 	return cmd
+}
+
+// pathHint says what to do when run cannot use a file the configuration
+// names (the state file's instance lock, the lease file): which key names
+// it, and, without --config, that the defaults put it in /var/lib/sf2loki.
+func pathHint(cfg *config.Config, configPath string, err error) error {
+	var pe *fs.PathError
+	if err == nil || !errors.As(err, &pe) {
+		return err
+	}
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, syscall.EROFS) && !errors.Is(err, syscall.ENOTDIR) {
+		return err
+	}
+	var key, value string
+	switch {
+	case cfg.State.Store == config.StoreFile && cfg.State.File.Path != "" && strings.HasPrefix(pe.Path, cfg.State.File.Path):
+		key, value = "state.file.path", cfg.State.File.Path
+	case cfg.Coordinate.Type == config.CoordinateFileLease && cfg.Coordinate.FileLease.Path != "" &&
+		strings.HasPrefix(pe.Path, cfg.Coordinate.FileLease.Path):
+		key, value = "coordinate.file_lease.path", cfg.Coordinate.FileLease.Path
+	default:
+		return err
+	}
+	env := config.EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "__"))
+	hint := fmt.Sprintf("%s is %s: its directory must exist and be writable by this user; set %s (or %s) to a file in such a directory",
+		key, value, key, env)
+	if configPath == "" {
+		hint += ", or pass --config with a configuration file (sf2loki config example prints every key)"
+	}
+	return fmt.Errorf("%w; %s", err, hint)
 }
 
 func newCheckCommand() *cobra.Command {
@@ -84,8 +126,9 @@ func newCheckCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Validate the configuration and build the daemon without touching the network",
-		Long: "check loads the configuration, validates it and builds the whole object graph (stores, lease keeper,\n" +
-			"committer) without making a request. Exit 0 when valid, 2 with every problem when not.",
+		Long: "check loads the configuration, validates it (every key's type, range and format) and builds the\n" +
+			"object graph run builds (stores, lease keeper, committer, sources, sink, pipeline) without making a\n" +
+			"request, taking a lock, creating a file or listening. Exit 0 when valid, 2 with every problem when not.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd, path)

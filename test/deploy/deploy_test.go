@@ -175,23 +175,64 @@ func toString(v any) string {
 	return string(b)
 }
 
+// serviceLinks returns the variables kubelet gives every pod for a
+// Service (unless the pod sets enableServiceLinks: false), as
+// pkg/kubelet/envvars builds them, with clusterIP ip.
+func serviceLinks(svc map[string]any, ip string) []string {
+	name := strings.ToUpper(strings.ReplaceAll(toString(get(svc, "metadata", "name")), "-", "_"))
+	ports, _ := get(svc, "spec", "ports").([]any)
+	var env []string
+	for i, p := range ports {
+		port := toString(get(p, "port"))
+		proto := "TCP"
+		if pr, ok := get(p, "protocol").(string); ok && pr != "" {
+			proto = pr
+		}
+		if i == 0 {
+			env = append(env, name+"_SERVICE_HOST="+ip, name+"_SERVICE_PORT="+port,
+				name+"_PORT="+strings.ToLower(proto)+"://"+ip+":"+port)
+		}
+		if pn, ok := get(p, "name").(string); ok && pn != "" {
+			env = append(env, name+"_SERVICE_PORT_"+strings.ToUpper(strings.ReplaceAll(pn, "-", "_"))+"="+port)
+		}
+		prefix := name + "_PORT_" + port + "_" + proto
+		env = append(env, prefix+"="+strings.ToLower(proto)+"://"+ip+":"+port, prefix+"_PROTO="+strings.ToLower(proto),
+			prefix+"_PORT="+port, prefix+"_ADDR="+ip)
+	}
+	return env
+}
+
 func TestKubernetesConfigPassesCheck(t *testing.T) {
 	var cfg string
-	var env []string
-	for _, rel := range []string{"deploy/kubernetes/configmap.yaml", "deploy/kubernetes/deployment.yaml"} {
+	var env, links []string
+	var pod any
+	for _, rel := range []string{"deploy/kubernetes/configmap.yaml", "deploy/kubernetes/deployment.yaml", "deploy/kubernetes/service.yaml"} {
 		for _, d := range docs(t, rel) {
 			switch d["kind"] {
 			case "ConfigMap":
 				cfg, _ = get(d, "data", "config.yaml").(string)
 			case "Deployment":
-				env = envOf(get(d, "spec", "template", "spec", "containers", 0, "env"))
+				pod = get(d, "spec", "template", "spec")
+				env = envOf(get(pod, "containers", 0, "env"))
+			case "Service":
+				links = serviceLinks(d, "10.96.0.10")
 			}
 		}
 	}
 	if cfg == "" {
 		t.Fatal("deploy/kubernetes/configmap.yaml holds no config.yaml")
 	}
+	if len(links) < 8 || !slices.Contains(links, "SF2LOKI_SERVICE_HOST=10.96.0.10") {
+		t.Fatalf("the Service sf2loki gives no SF2LOKI_ service links: %v", links)
+	}
+	if get(pod, "enableServiceLinks") != false {
+		t.Errorf("the Deployment's pods get service-link variables: set enableServiceLinks: false")
+	}
 	check(t, "deploy/kubernetes", cfg, env)
+	// Where service links are on anyway (a copy of the manifests without
+	// enableServiceLinks), the variables of the Service sf2loki are not
+	// configuration.
+	check(t, "deploy/kubernetes with service links", cfg, append(env, links...))
 }
 
 func TestECSTaskDefinitionConfigPassesCheck(t *testing.T) {
@@ -287,6 +328,10 @@ func TestHelmChart(t *testing.T) {
 			pod := get(objs["Deployment"], "spec", "template", "spec")
 			c := get(pod, "containers", 0)
 			check(t, "helm "+tc.values, cfg, envOf(get(c, "env")))
+			if get(pod, "enableServiceLinks") != false {
+				t.Errorf("the pods get service-link variables: set enableServiceLinks: false")
+			}
+			check(t, "helm "+tc.values+" with service links", cfg, append(envOf(get(c, "env")), serviceLinks(objs["Service"], "10.96.0.10")...))
 			if got := get(pod, "automountServiceAccountToken"); got != tc.k8sLease {
 				t.Errorf("automountServiceAccountToken %v, want %v (the token is mounted only for k8s_lease)", got, tc.k8sLease)
 			}
