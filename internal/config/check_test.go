@@ -61,8 +61,12 @@ func TestEnvironmentOverridesOnlyWhatNamesAKey(t *testing.T) {
 	// unknown key is still an error.
 	t.Setenv("SF2LOKI_SERVICE__HEALTH_ADR", "x")
 	t.Setenv("SF2LOKI_SERVICE", "x")
+	t.Setenv("SF2LOKI_SOURCES__EVENTLOG_OBJECTS__OBJECTS", "x")
+	t.Setenv("SF2LOKI_Service__Log_Level", "x")
 	msg := problems(t, "")
 	for _, want := range []string{
+		"sources.eventlog_objects.objects: environment variable SF2LOKI_SOURCES__EVENTLOG_OBJECTS__OBJECTS names the list sources.eventlog_objects.objects, which only the configuration file can set",
+		"service.log_level: environment variable SF2LOKI_Service__Log_Level is read only in upper case: write SF2LOKI_SERVICE__LOG_LEVEL",
 		"service.health_adr: environment variable SF2LOKI_SERVICE__HEALTH_ADR names an unknown key; did you mean service.health_addr?",
 		"service: environment variable SF2LOKI_SERVICE names the section service, not a key; set its keys, e.g. SF2LOKI_SERVICE__HEALTH_ADDR",
 	} {

@@ -477,6 +477,12 @@ func checkEnv(environ []string, sugg *suggester) (problems []Problem, warnings [
 			isKey = false
 		}
 		switch {
+		case (isKey || strings.Contains(rest, "__")) && rest != strings.ToUpper(rest):
+			problems = append(problems, Problem{Path: path, Message: fmt.Sprintf(
+				"environment variable %s is read only in upper case: write %s", name, EnvPrefix+strings.ToUpper(rest))})
+		case isKey && f.List:
+			problems = append(problems, Problem{Path: path, Message: fmt.Sprintf(
+				"environment variable %s names the list %s, which only the configuration file can set", name, path)})
 		case isKey && f.Section:
 			problems = append(problems, Problem{Path: path, Message: fmt.Sprintf(
 				"environment variable %s names the section %s, not a key; set its keys, e.g. %s", name, path, envName(firstKey(path)))})
