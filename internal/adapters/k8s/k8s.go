@@ -57,6 +57,11 @@ type Config struct {
 	REST *rest.Config
 	// RequestTimeout bounds each request (default DefaultRequestTimeout).
 	RequestTimeout time.Duration
+	// MaxSize caps the document (default and most MaxDocumentSize): Get
+	// returns ports.ErrTooLarge for a larger one and Put refuses it. The
+	// Lease object itself is bounded by the API server (annotations 256 KiB
+	// in total, an object about 1.5 MiB).
+	MaxSize int
 }
 
 // Store is one Lease with compare-and-swap.
@@ -65,6 +70,7 @@ type Store struct {
 	namespace string
 	name      string
 	timeout   time.Duration
+	maxSize   int
 
 	once    sync.Once
 	client  rest.Interface
@@ -83,7 +89,11 @@ func New(cfg Config) (*Store, error) {
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
-	return &Store{cfg: cfg, namespace: cfg.Namespace, name: cfg.Name, timeout: timeout}, nil
+	maxSize := cfg.MaxSize
+	if maxSize <= 0 || maxSize > MaxDocumentSize {
+		maxSize = MaxDocumentSize
+	}
+	return &Store{cfg: cfg, namespace: cfg.Namespace, name: cfg.Name, timeout: timeout, maxSize: maxSize}, nil
 }
 
 // rest returns the API client, loading the kubeconfig or the in-cluster
@@ -137,7 +147,12 @@ func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 	if err != nil {
 		return ports.Object{}, fmt.Errorf("get %s: %w", s, err)
 	}
-	return ports.Object{Data: data, Version: ports.Version(lease.ResourceVersion)}, nil
+	v := ports.Version(lease.ResourceVersion)
+	if len(data) > s.maxSize {
+		return ports.Object{Version: v}, fmt.Errorf("get %s: %w: the document is %d bytes, the cap is %d; it is not a document sf2loki wrote: "+
+			"delete the Lease (the daemon then starts from an absent lease)", s, ports.ErrTooLarge, len(data), s.maxSize)
+	}
+	return ports.Object{Data: data, Version: v}, nil
 }
 
 // document returns the document a Lease holds.
@@ -195,8 +210,8 @@ func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (p
 	if err != nil {
 		return "", err
 	}
-	if len(data) > MaxDocumentSize {
-		return "", fmt.Errorf("put %s: the document is %d bytes; a Lease holds at most %d", s, len(data), MaxDocumentSize)
+	if len(data) > s.maxSize {
+		return "", fmt.Errorf("put %s: %w: the document is %d bytes; this Lease holds at most %d", s, ports.ErrTooLarge, len(data), s.maxSize)
 	}
 	annotations, spec := encode(data)
 	var out coordinationv1.Lease

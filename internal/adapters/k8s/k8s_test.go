@@ -286,3 +286,28 @@ func TestNewLoadsNoConfigurationUntilUsed(t *testing.T) {
 		t.Fatalf("Get outside a cluster: %v", err)
 	}
 }
+
+func TestGetRefusesADocumentOverTheCap(t *testing.T) {
+	srv := server(t)
+	ns := srv.NewNamespace(t)
+	rc := srv.REST(testenv.KubeAdminToken)
+	big := []byte(strings.Repeat("x", 4096))
+	v, err := open(t, rc, ns, "big").Put(t.Context(), big, ports.CreateOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped, err := k8s.New(k8s.Config{Namespace: ns, Name: "big", REST: rc, MaxSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := capped.Get(t.Context())
+	if !errors.Is(err, ports.ErrTooLarge) || obj.Data != nil || obj.Version != v {
+		t.Fatalf("Get of a 4096-byte document with a 1024-byte cap: %v (data %d bytes, version %q, want %q)", err, len(obj.Data), obj.Version, v)
+	}
+	if _, err := capped.Put(t.Context(), []byte(`{"holder":""}`), ports.IfVersion(obj.Version)); err != nil {
+		t.Fatalf("replacing the oversized document: %v", err)
+	}
+	if _, err := capped.Put(t.Context(), big, ports.CreateOnly()); !errors.Is(err, ports.ErrTooLarge) {
+		t.Fatalf("Put over the cap: %v", err)
+	}
+}
