@@ -98,19 +98,25 @@ func newStateStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, er
 	case config.StoreFile:
 		return file.New(file.Config{Path: cfg.State.File.Path})
 	case config.StoreS3:
-		return newS3(ctx, cfg.State.S3)
+		return newS3(ctx, cfg.State.S3, 0)
 	case config.StoreGCS:
-		return newGCS(ctx, cfg.State.GCS)
+		return newGCS(ctx, cfg.State.GCS, 0)
 	}
 	return nil, fmt.Errorf("state.store %q is not one of file, s3, gcs", cfg.State.Store)
 }
 
-func newS3(ctx context.Context, o config.S3Object) (ports.ObjectCAS, error) {
-	return s3.New(ctx, s3.Config{Bucket: o.Bucket, Key: o.Key, Region: o.Region, EndpointURL: o.EndpointURL})
+// leaseMaxSize caps what a lease read may return: a lease record is a few
+// hundred bytes, so a standby polling a foreign 50 MB object reads at most
+// this much and judges it unreadable. Checkpoint documents take the
+// adapters' default cap (16 MiB).
+const leaseMaxSize = 64 << 10
+
+func newS3(ctx context.Context, o config.S3Object, maxSize int64) (ports.ObjectCAS, error) {
+	return s3.New(ctx, s3.Config{Bucket: o.Bucket, Key: o.Key, Region: o.Region, EndpointURL: o.EndpointURL, MaxSize: maxSize})
 }
 
-func newGCS(ctx context.Context, o config.GCSObject) (ports.ObjectCAS, error) {
-	return gcs.New(ctx, gcs.Config{Bucket: o.Bucket, ObjectName: o.ObjectName, ServiceFile: o.ServiceFile})
+func newGCS(ctx context.Context, o config.GCSObject, maxSize int64) (ports.ObjectCAS, error) {
+	return gcs.New(ctx, gcs.Config{Bucket: o.Bucket, ObjectName: o.ObjectName, ServiceFile: o.ServiceFile, MaxSize: maxSize})
 }
 
 // leaseStore wraps a real lease store, unless a test supplied one.
@@ -146,11 +152,11 @@ func newLeaseStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, er
 	c := cfg.Coordinate
 	switch c.Type {
 	case config.CoordinateFileLease:
-		return file.New(file.Config{Path: c.FileLease.Path})
+		return file.New(file.Config{Path: c.FileLease.Path, MaxSize: leaseMaxSize})
 	case config.CoordinateS3Lease:
-		return newS3(ctx, c.S3Lease.S3Object)
+		return newS3(ctx, c.S3Lease.S3Object, leaseMaxSize)
 	case config.CoordinateGCSLease:
-		return newGCS(ctx, c.GCSLease.GCSObject)
+		return newGCS(ctx, c.GCSLease.GCSObject, leaseMaxSize)
 	case config.CoordinateK8sLease:
 		return k8s.New(k8s.Config{Namespace: c.K8sLease.Namespace, Name: c.K8sLease.Name, Kubeconfig: c.K8sLease.Kubeconfig})
 	}
