@@ -95,8 +95,8 @@ func TestDoctorS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, _ := newS3(ctx, cfg.Coordinate.S3Lease.S3Object)
-	state, _ := newS3(ctx, cfg.State.S3)
+	lease, _ := newS3(ctx, cfg.Coordinate.S3Lease.S3Object, leaseMaxSize)
+	state, _ := newS3(ctx, cfg.State.S3, 0)
 	if _, err := lease.Put(ctx, []byte(`{"holder":"x"}`), ports.CreateOnly()); err != nil {
 		t.Fatal(err)
 	}
