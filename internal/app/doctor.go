@@ -55,14 +55,15 @@ type DoctorReport struct {
 
 // Size caps of the stored documents, given to the adapters as MaxSize: a
 // larger object is not read and counts as corrupt. A lease record is a few
-// hundred bytes; 64 KiB leaves room for any holder id and newer fields. The
+// hundred bytes; 64 KiB (the daemon's leaseMaxSize) leaves room for any
+// holder id and newer fields. The
 // checkpoint document holds one key per object, event type and topic; its
 // largest values (an eventlog_objects cursor carrying 500 Ids, an
 // eventlogfile position carrying 200 files) are about 12 KiB, so 16 MiB
 // holds over a thousand of those, or over 100,000 replay ids
 // (TestDocumentCapsHoldTheLargestDocuments).
 const (
-	MaxLeaseDocumentBytes = 64 << 10
+	MaxLeaseDocumentBytes = leaseMaxSize
 	MaxStateDocumentBytes = 16 << 20
 )
 
