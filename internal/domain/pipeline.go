@@ -25,6 +25,9 @@ type LaneConfig struct {
 	BatchWait    time.Duration
 }
 
+// MaxQueueEntries bounds a lane's queue, which is allocated when Run starts.
+const MaxQueueEntries = 1 << 20
+
 // DefaultLane is sized for a 512 MiB container: two lanes of at most 64 MiB
 // queued each.
 var DefaultLane = LaneConfig{QueueEntries: 10000, QueueBytes: 64 << 20, BatchEntries: 1000, BatchBytes: 1 << 20, BatchWait: time.Second}
@@ -72,6 +75,10 @@ func NewPipeline(sink ports.Sink, clock ports.Clock, cfg PipelineConfig) (*Pipel
 		}
 		if l.QueueEntries < 1 || l.BatchEntries < 1 || l.BatchBytes < 1 || l.BatchWait <= 0 || l.QueueBytes < 0 {
 			return nil, configErrorf("pipeline %s lane: queue entries, batch entries, batch bytes and batch wait must be positive: %+v", name, *l)
+		}
+		// A lane's queue is allocated up front (about 100 bytes a slot).
+		if l.QueueEntries > MaxQueueEntries {
+			return nil, configErrorf("pipeline %s lane: queue entries %d above the maximum %d", name, l.QueueEntries, MaxQueueEntries)
 		}
 	}
 	if cfg.RetryMin <= 0 {

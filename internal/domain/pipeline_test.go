@@ -575,3 +575,14 @@ func TestPipelineConflictAbandonsTheOtherLanesPush(t *testing.T) {
 		}
 	})
 }
+
+// A lane too large to allocate is refused at construction, so `check`,
+// which builds the pipeline, refuses it instead of `run` panicking.
+func TestNewPipelineRefusesAnUnallocatableLane(t *testing.T) {
+	lane := smallLane
+	lane.QueueEntries = 1 << 62
+	_, err := domain.NewPipeline(&nopSink{}, porttest.NewFakeClock(t0), domain.PipelineConfig{Realtime: lane})
+	if !errors.Is(err, domain.ErrInvalidConfig) {
+		t.Fatalf("got %v, want ErrInvalidConfig", err)
+	}
+}
