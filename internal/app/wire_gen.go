@@ -33,7 +33,7 @@ func buildNoop(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, f
 		cleanup()
 		return nil, nil, err
 	}
-	workload, err := provideWorkload(cfg, o, clock, logger, telemetry)
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -41,6 +41,7 @@ func buildNoop(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, f
 	}
 	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
 	return daemon, func() {
+		cleanup3()
 		cleanup2()
 		cleanup()
 	}, nil
@@ -80,7 +81,7 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daem
 		cleanup()
 		return nil, nil, err
 	}
-	workload, err := provideWorkload(cfg, o, clock, logger, telemetry)
+	workload, cleanup4, err := provideWorkload(cfg, o, clock, logger, telemetry)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -89,6 +90,7 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daem
 	}
 	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
 	return daemon, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -129,7 +131,7 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 		cleanup()
 		return nil, nil, err
 	}
-	workload, err := provideWorkload(cfg, o, clock, logger, telemetry)
+	workload, cleanup4, err := provideWorkload(cfg, o, clock, logger, telemetry)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -138,6 +140,7 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 	}
 	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
 	return daemon, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -178,7 +181,7 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon
 		cleanup()
 		return nil, nil, err
 	}
-	workload, err := provideWorkload(cfg, o, clock, logger, telemetry)
+	workload, cleanup4, err := provideWorkload(cfg, o, clock, logger, telemetry)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -187,6 +190,7 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon
 	}
 	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
 	return daemon, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -227,7 +231,7 @@ func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 		cleanup()
 		return nil, nil, err
 	}
-	workload, err := provideWorkload(cfg, o, clock, logger, telemetry)
+	workload, cleanup4, err := provideWorkload(cfg, o, clock, logger, telemetry)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -236,6 +240,7 @@ func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 	}
 	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
 	return daemon, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()

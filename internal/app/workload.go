@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -39,11 +40,30 @@ func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
 }
 
 // provideWorkload builds the pipeline when a source is enabled; otherwise
-// the leader holds leadership and ingests nothing.
-func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry) (Workload, error) {
+// the leader holds leadership and ingests nothing. The cleanup closes the
+// sources' clients (the Pub/Sub connection).
+func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry) (Workload, func(), error) {
 	if o.Workload != nil {
-		return o.Workload, nil
+		return o.Workload, func() {}, nil
 	}
+	w, err := newWorkload(cfg, clk, log, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() {}
+	if pw, ok := w.(*pipelineWorkload); ok {
+		cleanup = func() {
+			for _, s := range pw.sources {
+				if c, ok := s.(io.Closer); ok {
+					_ = c.Close()
+				}
+			}
+		}
+	}
+	return w, cleanup, nil
+}
+
+func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry) (Workload, error) {
 	var sources []ports.Source
 	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
 		s, err := synthetic.New(synthetic.Config{Rate: float64(syn.Rate), EventTypes: syn.EventTypes})
