@@ -64,7 +64,7 @@ func provideLogger(cfg *config.Config, o Overrides) *slog.Logger {
 	if o.Logger != nil {
 		return o.Logger
 	}
-	return NewLogger(os.Stderr, cfg.Service.LogLevel, cfg.Service.LogFormat)
+	return redactLogger(NewLogger(os.Stderr, cfg.Service.LogLevel, cfg.Service.LogFormat), cfg)
 }
 
 func provideTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, o Overrides) (*Telemetry, func(), error) {
@@ -158,7 +158,7 @@ func newLeaseStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, er
 	case config.CoordinateGCSLease:
 		return newGCS(ctx, c.GCSLease.GCSObject, leaseMaxSize)
 	case config.CoordinateK8sLease:
-		return k8s.New(k8s.Config{Namespace: c.K8sLease.Namespace, Name: c.K8sLease.Name, Kubeconfig: c.K8sLease.Kubeconfig})
+		return k8s.New(k8s.Config{Namespace: c.K8sLease.Namespace, Name: c.K8sLease.Name, Kubeconfig: c.K8sLease.Kubeconfig, MaxSize: leaseMaxSize})
 	}
 	return nil, fmt.Errorf("coordinate.type %q has no lease object", c.Type)
 }

@@ -81,10 +81,10 @@ func newRunCommand() *cobra.Command {
 			}()
 			d, cleanup, err := Build(ctx, cfg, Overrides{})
 			if err != nil {
-				return err
+				return redactErr(cfg, err)
 			}
 			defer cleanup()
-			return pathHint(cfg, path, d.Run(ctx))
+			return redactErr(cfg, pathHint(cfg, path, d.Run(ctx)))
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file (environment SF2LOKI_* overrides it)")
@@ -135,9 +135,9 @@ func newCheckCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, cleanup, err := Build(context.WithoutCancel(cmd.Context()), cfg, Overrides{Logger: NewLogger(cmd.ErrOrStderr(), "error", "text")})
+			_, cleanup, err := Build(context.WithoutCancel(cmd.Context()), cfg, Overrides{Logger: redactLogger(NewLogger(cmd.ErrOrStderr(), "error", "text"), cfg)})
 			if err != nil {
-				return &ExitError{Code: ExitInvalidConfig, Err: err}
+				return &ExitError{Code: ExitInvalidConfig, Err: redactErr(cfg, err)}
 			}
 			cleanup()
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "configuration is valid: coordinate.type %s, state.store %s\n", cfg.Coordinate.Type, cfg.State.Store)

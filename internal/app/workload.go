@@ -66,7 +66,11 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry) (Workload, error) {
 	var sources []ports.Source
 	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
-		s, err := synthetic.New(synthetic.Config{Rate: float64(syn.Rate), EventTypes: syn.EventTypes})
+		sc := synthetic.Config{Rate: float64(syn.Rate), EventTypes: syn.EventTypes, Logger: log}
+		if t != nil {
+			sc.GarbageCheckpoint = func() { t.CheckpointUnreadable("synthetic") }
+		}
+		s, err := synthetic.New(sc)
 		if err != nil {
 			return nil, err
 		}
@@ -141,6 +145,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		}
 		if t != nil {
 			s.Throttled = func() { t.SalesforceThrottled("soql") }
+			s.GarbageCheckpoint = func() { t.CheckpointUnreadable("eventlog_objects") }
 		}
 		sources = append(sources, s)
 	}
@@ -151,10 +156,11 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		}
 		if t != nil {
 			s.Hooks = pubsub.Hooks{
-				Undecodable:    func(topic string) { t.PubSubEvent(topic, "undecodable") },
-				ReplayFallback: func(topic string) { t.PubSubEvent(topic, "replay_fallback") },
-				Stalled:        func(topic string) { t.PubSubEvent(topic, "stalled") },
-				Reconnect:      t.PubSubReconnect,
+				Undecodable:       func(topic string) { t.PubSubEvent(topic, "undecodable") },
+				ReplayFallback:    func(topic string) { t.PubSubEvent(topic, "replay_fallback") },
+				Stalled:           func(topic string) { t.PubSubEvent(topic, "stalled") },
+				Reconnect:         t.PubSubReconnect,
+				GarbageCheckpoint: func(string) { t.CheckpointUnreadable("pubsub") },
 			}
 		}
 		sources = append(sources, s)

@@ -99,7 +99,8 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("%s is corrupt: %s; sf2loki will not overwrite it: repair it (sf2loki state export/import) or move it aside, which resets every source to its lookback and re-ingests", e.Object, e.Problem)
+	return fmt.Sprintf("%s is corrupt: %s; sf2loki will not overwrite it: stop the replicas, move it aside and import an earlier export "+
+		"(sf2loki state import --if-empty), or start without it, which resets every source to its lookback and re-ingests (sf2loki doctor prints the commands)", e.Object, e.Problem)
 }
 
 // Unwrap returns ErrCorrupt.
