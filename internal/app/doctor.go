@@ -21,6 +21,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/file"
 	"github.com/sf2loki/sf2loki/internal/adapters/gcs"
 	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
+	"github.com/sf2loki/sf2loki/internal/adapters/loki"
 	"github.com/sf2loki/sf2loki/internal/adapters/redact"
 	"github.com/sf2loki/sf2loki/internal/adapters/s3"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
@@ -544,11 +545,14 @@ func checkLoki(ctx context.Context, cfg *config.Config) Check {
 	e := ports.Entry{Time: time.Now(), Line: `{"sf2loki_doctor":"preflight push"}`,
 		Labels:   map[string]string{"source": "sf2loki-doctor"},
 		Metadata: map[string]string{"doctor_check": "structured_metadata"}}
-	if err := sink.Push(ctx, []ports.Entry{e}); err != nil {
-		return Check{"loki", Fail, fmt.Sprintf("push to %s failed: %v", cfg.Sink.Loki.URL, err)}
+	err = sink.Push(ctx, []ports.Entry{e})
+	if rej := (*loki.RejectingError)(nil); errors.As(err, &rej) {
+		return Check{"loki", Fail, fmt.Sprintf("%s answered %d %q to a push of one entry with structured metadata: check that the URL ends in /loki/api/v1/push "+
+			"(or /insert/loki/api/v1/push for VictoriaLogs), the tenant and credentials, and that Loki accepts structured metadata (schema v13, allow_structured_metadata)",
+			cfg.Sink.Loki.URL, rej.Status, rej.Body)}
 	}
-	if d := sink.Stats.Dropped(); len(d) > 0 {
-		return Check{"loki", Fail, fmt.Sprintf("%s rejected an entry with structured metadata (%v): enable structured metadata (Loki schema v13, TSDB)", cfg.Sink.Loki.URL, d)}
+	if err != nil {
+		return Check{"loki", Fail, fmt.Sprintf("push to %s failed: %v", cfg.Sink.Loki.URL, err)}
 	}
 	return Check{"loki", Pass, fmt.Sprintf("pushed one entry with structured metadata to %s (source=sf2loki-doctor)", cfg.Sink.Loki.URL)}
 }

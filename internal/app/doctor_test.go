@@ -305,8 +305,13 @@ func TestDoctorLokiPushesWithStructuredMetadata(t *testing.T) {
 	}))
 	defer noMeta.Close()
 	r = Doctor(t.Context(), writeConfig(t, cfg(noMeta.URL)))
-	if c := check(r, "loki"); c.Status != Fail || !strings.Contains(c.Detail, "structured metadata") || r.ExitCode != 1 {
+	if c := check(r, "loki"); c.Status != Fail || !strings.Contains(c.Detail, `answered 400 "structured metadata is not enabled"`) || r.ExitCode != 1 {
 		t.Fatalf("loki check against a backend rejecting metadata: %+v", r.Checks)
+	}
+	// A wrong path: the actual answer, not a guess at the schema.
+	r = Doctor(t.Context(), writeConfig(t, cfg(logs.URL+"/loki/api/v1/push")))
+	if c := check(r, "loki"); c.Status != Fail || !strings.Contains(c.Detail, "answered 400") || !strings.Contains(c.Detail, "unsupported path") {
+		t.Fatalf("loki check against a wrong path: %+v", r.Checks)
 	}
 	if c := check(Doctor(t.Context(), writeConfig(t, fmt.Sprintf("state: {file: {path: %s/s2.json}}\n", dir))), "loki"); c.Status != Skip {
 		t.Fatalf("no sink configured: %+v", c)
