@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -50,6 +51,12 @@ type Config struct {
 	ClientID string
 	// Username is the user a JWT bearer token runs as.
 	Username string
+	// Audience is the JWT's aud claim. Salesforce accepts only
+	// https://login.salesforce.com (production), https://test.salesforce.com
+	// (sandboxes) or an Experience Cloud site URL, whatever host the token
+	// request goes to (a My Domain login_url included). Empty: derived from
+	// LoginURL (see JWTAudience).
+	Audience string
 	// PrivateKeyPEM signs the JWT (PKCS#1 or PKCS#8 RSA).
 	PrivateKeyPEM []byte
 	ClientSecret  string
@@ -73,6 +80,36 @@ type Config struct {
 	// doubling.
 	MintAttempts int
 	MintBackoff  time.Duration
+	// RefusedBackoff is the first wait after the token endpoint refused the
+	// credentials (a revoked app, a wrong key) before asking again; it
+	// doubles to RefusedBackoffMax. Defaults 5s and 5m.
+	RefusedBackoff, RefusedBackoffMax time.Duration
+	// Logger receives token refreshes (INFO) and refusals (ERROR, once per
+	// change). Nil discards them.
+	Logger *slog.Logger
+	// Refreshed, if set, counts a token minted for reason: "initial",
+	// "expiry" (the cached token's time was up) or "invalid_session" (a
+	// request answered 401).
+	Refreshed func(reason string)
+	// MintFailed, if set, counts a mint that failed: "refused" (the token
+	// endpoint refused the credentials) or "unavailable" (no answer).
+	MintFailed func(reason string)
+}
+
+// JWTAudience is the aud claim for a token host: test.salesforce.com for a
+// sandbox's hosts (test.salesforce.com, <name>--<sandbox>.sandbox.my.salesforce.com),
+// else login.salesforce.com. Salesforce's own CLI maps My Domain URLs the
+// same way; an Experience Cloud site needs an explicit audience.
+func JWTAudience(loginURL string) string {
+	u, err := url.Parse(loginURL)
+	if err != nil {
+		return ProductionLoginURL
+	}
+	h := strings.ToLower(u.Hostname())
+	if h == "test.salesforce.com" || strings.HasSuffix(h, ".sandbox.my.salesforce.com") {
+		return SandboxLoginURL
+	}
+	return ProductionLoginURL
 }
 
 // Token is a minted access token.
@@ -98,6 +135,10 @@ func (e *AuthError) Error() string {
 	switch e.Code {
 	case "invalid_grant":
 		hint = "; check the username, that the user is pre-authorised for the connected app, the certificate, and login_url"
+		if strings.Contains(strings.ToLower(e.Description), "audience") {
+			hint = "; the JWT audience must be https://login.salesforce.com (production) or https://test.salesforce.com (sandbox), " +
+				"whatever login_url is: set salesforce.environment to match the org, or salesforce.jwt_audience for an Experience Cloud site"
+		}
 	case "invalid_client_id", "invalid_client":
 		hint = "; check client_id (the consumer key) and client_secret"
 	}
@@ -116,10 +157,20 @@ type Auth struct {
 	secrets *redact.Redactor
 	tokens  *redact.Redactor
 
+	log *slog.Logger
+
 	mu       sync.Mutex
 	cur      *Token
 	inflight *mint
 	orgID    string
+	minted   bool // a token was minted before (the next is a refresh)
+	// refused is the token endpoint's last refusal, until a mint succeeds;
+	// no mint is tried again before refusedUntil.
+	refused      *AuthError
+	refusedUntil time.Time
+	refusedWait  time.Duration
+	// session401 is set by Do before it mints again after a 401.
+	session401 bool
 }
 
 type mint struct {
@@ -176,7 +227,31 @@ func New(cfg Config) (*Auth, error) {
 	if a.cfg.MintAttempts <= 0 {
 		a.cfg.MintAttempts = 4
 	}
+	if a.cfg.RefusedBackoff <= 0 {
+		a.cfg.RefusedBackoff = 5 * time.Second
+	}
+	if a.cfg.RefusedBackoffMax < a.cfg.RefusedBackoff {
+		a.cfg.RefusedBackoffMax = max(5*time.Minute, a.cfg.RefusedBackoff)
+	}
+	if a.cfg.Audience == "" {
+		a.cfg.Audience = JWTAudience(a.cfg.LoginURL)
+	}
+	a.log = cfg.Logger
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
 	return a, nil
+}
+
+// Failing returns why the token endpoint refuses the credentials (its last
+// refusal), or "" while tokens are minted.
+func (a *Auth) Failing() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refused == nil {
+		return ""
+	}
+	return a.refused.Error()
 }
 
 // RequireMyDomain refuses the generic login hosts, which the client
@@ -283,6 +358,11 @@ func (a *Auth) Token(ctx context.Context) (*Token, error) {
 	}
 	m := a.inflight
 	if m == nil {
+		if a.refused != nil && a.clock.Now().Before(a.refusedUntil) {
+			err := a.refused
+			a.mu.Unlock()
+			return nil, err
+		}
 		m = &mint{done: make(chan struct{})}
 		a.inflight = m
 		go a.mint(m)
@@ -321,7 +401,17 @@ func (a *Auth) mint(m *mint) {
 	defer cancel()
 	tok, err := a.mintWithRetry(ctx)
 	a.mu.Lock()
-	if err == nil {
+	reason := "initial"
+	switch {
+	case a.session401:
+		reason = "invalid_session"
+	case a.minted:
+		reason = "expiry"
+	}
+	var refusal *AuthError
+	var recovered, newRefusal bool
+	switch {
+	case err == nil:
 		// The previous token may still be in flight in another request.
 		prev := ""
 		if a.cur != nil {
@@ -329,9 +419,40 @@ func (a *Auth) mint(m *mint) {
 		}
 		a.tokens.Replace(tok.AccessToken, prev)
 		a.cur = tok
+		a.minted, a.session401 = true, false
+		recovered = a.refused != nil
+		a.refused, a.refusedWait = nil, 0
+	case errors.As(err, &refusal):
+		newRefusal = a.refused == nil || a.refused.Code != refusal.Code || a.refused.Description != refusal.Description
+		a.refusedWait = min(max(2*a.refusedWait, a.cfg.RefusedBackoff), a.cfg.RefusedBackoffMax)
+		a.refused, a.refusedUntil = refusal, a.clock.Now().Add(a.refusedWait)
 	}
+	wait := a.refusedWait
 	a.inflight = nil
 	a.mu.Unlock()
+	switch {
+	case err == nil:
+		if recovered {
+			a.log.Info("salesforce accepts the credentials again", "login_url", a.cfg.LoginURL)
+		}
+		if reason != "initial" {
+			a.log.Info("salesforce token refreshed", "reason", reason, "login_url", a.cfg.LoginURL)
+		}
+		if a.cfg.Refreshed != nil {
+			a.cfg.Refreshed(reason)
+		}
+	case refusal != nil:
+		if newRefusal {
+			a.log.Error("salesforce refuses the credentials; no Salesforce source can run until they are fixed", "error", err.Error(), "retry_in", wait)
+		}
+		if a.cfg.MintFailed != nil {
+			a.cfg.MintFailed("refused")
+		}
+	default:
+		if a.cfg.MintFailed != nil {
+			a.cfg.MintFailed("unavailable")
+		}
+	}
 	m.tok, m.err = tok, err
 	close(m.done)
 }
@@ -369,12 +490,12 @@ func (a *Auth) form() (url.Values, error) {
 }
 
 // assertion is the RS256-signed JWT: iss = client id, sub = username,
-// aud = login URL, exp = now + 3 minutes (epoch seconds).
+// aud = Config.Audience, exp = now + 3 minutes (epoch seconds).
 func (a *Auth) assertion() (string, error) {
 	enc := base64.RawURLEncoding
 	header := enc.EncodeToString([]byte(`{"alg":"RS256"}`))
 	claims, err := json.Marshal(map[string]any{
-		"iss": a.cfg.ClientID, "sub": a.cfg.Username, "aud": a.cfg.LoginURL,
+		"iss": a.cfg.ClientID, "sub": a.cfg.Username, "aud": a.cfg.Audience,
 		"exp": a.clock.Now().Add(3 * time.Minute).Unix(),
 	})
 	if err != nil {
@@ -481,6 +602,11 @@ func (a *Auth) Do(ctx context.Context, build func(tok *Token) (*http.Request, er
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
+		a.log.Info("salesforce answered 401 (the session expired or was revoked); minting a new token and sending again",
+			"call", req.Method+" "+req.URL.Path)
+		a.mu.Lock()
+		a.session401 = true
+		a.mu.Unlock()
 		a.Invalidate(tok)
 	}
 }

@@ -44,6 +44,10 @@ type fakeOrg struct {
 	delay    time.Duration
 	claims   map[string]any
 	form     map[string]string
+	// now is the fake's clock for the assertion's exp (default time.Now);
+	// site is an Experience Cloud site URL it accepts as an audience.
+	now  func() time.Time
+	site string
 }
 
 func newFakeOrg(t *testing.T, pub *rsa.PublicKey) *fakeOrg {
@@ -116,6 +120,9 @@ func (f *fakeOrg) token(w http.ResponseWriter, r *http.Request) {
 	switch r.PostForm.Get("grant_type") {
 	case "urn:ietf:params:oauth:grant-type:jwt-bearer":
 		claims, err := verifyJWT(r.PostForm.Get("assertion"), f.pub)
+		if err == nil {
+			err = f.checkClaims(claims)
+		}
 		if err != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = fmt.Fprintf(w, `{"error":"invalid_grant","error_description":%q}`, err.Error())
@@ -143,6 +150,31 @@ func (f *fakeOrg) token(w http.ResponseWriter, r *http.Request) {
 		"access_token": fmt.Sprintf("token-%d", n), "instance_url": f.srv.URL + "/",
 		"id": "https://login.salesforce.com/id/00D000000000001EAA/005x", "token_type": "Bearer",
 	})
+}
+
+// checkClaims applies Salesforce's documented rules for a JWT bearer
+// assertion: iss is the consumer key, sub the (pre-authorised) username,
+// aud https://login.salesforce.com, https://test.salesforce.com or an
+// Experience Cloud site URL — never the My Domain host the request went
+// to — and exp in the future, at most a few minutes ahead.
+func (f *fakeOrg) checkClaims(c map[string]any) error {
+	now := time.Now
+	if f.now != nil {
+		now = f.now
+	}
+	aud, _ := c["aud"].(string)
+	exp, _ := c["exp"].(float64)
+	switch {
+	case c["iss"] != "consumer-key":
+		return errors.New("invalid_client_id: client identifier invalid")
+	case c["sub"] != "integration@example.com":
+		return errors.New("user hasn't approved this consumer")
+	case aud != "https://login.salesforce.com" && aud != "https://test.salesforce.com" && (f.site == "" || aud != f.site):
+		return errors.New("audience is invalid")
+	case int64(exp) <= now().Unix() || int64(exp) > now().Add(5*time.Minute).Unix():
+		return errors.New("expired authorization code")
+	}
+	return nil
 }
 
 // verifyJWT checks an RS256 assertion's signature and returns its claims.
@@ -202,6 +234,7 @@ func TestJWTBearerMintsASignedAssertionAndCaches(t *testing.T) {
 	k, keyPEM := testKey(t)
 	f := newFakeOrg(t, &k.PublicKey)
 	clk := porttest.NewFakeClock(time.Now())
+	f.now = clk.Now
 	a := jwtAuth(t, f, keyPEM, clk)
 	tok, err := a.Token(t.Context())
 	if err != nil {
@@ -212,7 +245,7 @@ func TestJWTBearerMintsASignedAssertionAndCaches(t *testing.T) {
 	}
 	c := f.claims
 	exp, _ := c["exp"].(float64)
-	if c["iss"] != "consumer-key" || c["sub"] != "integration@example.com" || c["aud"] != f.srv.URL ||
+	if c["iss"] != "consumer-key" || c["sub"] != "integration@example.com" || c["aud"] != "https://login.salesforce.com" ||
 		int64(exp) != clk.Now().Add(3*time.Minute).Unix() {
 		t.Fatalf("claims %v", c)
 	}
@@ -307,7 +340,12 @@ func TestMintRetriesServerErrorsButNotRefusals(t *testing.T) {
 		t.Fatalf("a refusal was retried: %d mints", f.mintCount())
 	}
 	f.refuse, f.failNext = "", []int{503, 503, 503, 503}
-	if _, err := b.Token(t.Context()); err == nil || !strings.Contains(err.Error(), "no token after 4 attempts") {
+	// A refused source waits out its backoff before asking again.
+	if _, err := b.Token(t.Context()); !errors.As(err, &ae) || f.mintCount() != 1 {
+		t.Fatalf("within the refusal backoff: %v after %d mints", err, f.mintCount())
+	}
+	c := jwtAuth(t, f, keyPEM, nil)
+	if _, err := c.Token(t.Context()); err == nil || !strings.Contains(err.Error(), "no token after 4 attempts") {
 		t.Fatalf("persistent 5xx: %v", err)
 	}
 }

@@ -1,0 +1,161 @@
+package salesforce_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+)
+
+// The JWT audience is Salesforce's login host for the org's environment,
+// whatever host the token request goes to: a My Domain login_url must not
+// become the audience ("audience is invalid").
+func TestJWTAudienceFollowsTheEnvironmentNotTheTokenHost(t *testing.T) {
+	for host, want := range map[string]string{
+		"https://acme.my.salesforce.com":               salesforce.ProductionLoginURL,
+		"https://login.salesforce.com":                 salesforce.ProductionLoginURL,
+		"https://test.salesforce.com":                  salesforce.SandboxLoginURL,
+		"https://acme--uat.sandbox.my.salesforce.com/": salesforce.SandboxLoginURL,
+		"https://ACME--UAT.SANDBOX.MY.SALESFORCE.COM":  salesforce.SandboxLoginURL,
+	} {
+		if got := salesforce.JWTAudience(host); got != want {
+			t.Errorf("JWTAudience(%s) = %s, want %s", host, got, want)
+		}
+	}
+	k, keyPEM := testKey(t)
+	f := newFakeOrg(t, &k.PublicKey)
+	f.site = "https://community.example.com/partners"
+	for _, tc := range []struct{ audience, want string }{
+		{"", "https://login.salesforce.com"}, // the fake's URL is a My Domain-like host: production
+		{salesforce.SandboxLoginURL, salesforce.SandboxLoginURL},
+		{f.site, f.site},
+	} {
+		a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
+			Username: "integration@example.com", PrivateKeyPEM: keyPEM, Audience: tc.audience, MintBackoff: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Token(t.Context()); err != nil {
+			t.Fatalf("audience %q: %v", tc.audience, err)
+		}
+		if f.claims["aud"] != tc.want {
+			t.Fatalf("aud %v, want %s", f.claims["aud"], tc.want)
+		}
+	}
+	// The refusal's hint names the audience rule, not the certificate.
+	a, _ := salesforce.New(salesforce.Config{AuthMode: salesforce.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
+		Username: "integration@example.com", PrivateKeyPEM: keyPEM, Audience: f.srv.URL, MintBackoff: time.Millisecond})
+	_, err := a.Token(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "audience is invalid") || !strings.Contains(err.Error(), "salesforce.environment") {
+		t.Fatalf("a wrong audience: %v", err)
+	}
+}
+
+// counts is a thread-safe tally of hook calls.
+type counts struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (c *counts) add(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]int{}
+	}
+	c.m[k]++
+}
+
+func (c *counts) get(k string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+// A refused grant is loud once, says why through Failing, backs off instead
+// of asking at every call, and clears when the credentials work again; a
+// 401 mid-run is logged with the call and counted as a refresh.
+func TestAuthRefusalsAndRefreshesAreReported(t *testing.T) {
+	k, keyPEM := testKey(t)
+	f := newFakeOrg(t, &k.PublicKey)
+	clk := porttest.NewFakeClock(time.Now())
+	f.now = clk.Now
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	refreshed, failed := &counts{}, &counts{}
+	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
+		Username: "integration@example.com", PrivateKeyPEM: keyPEM, TokenTTL: time.Hour, Clock: clk, MintBackoff: time.Millisecond,
+		Logger: logger, Refreshed: refreshed.add, MintFailed: failed.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.refuse = "invalid assertion: the app was revoked"
+	f.mu.Unlock()
+	for range 5 {
+		if _, err := a.Token(t.Context()); err == nil {
+			t.Fatal("a refused grant minted")
+		}
+	}
+	if f.mintCount() != 0 || failed.get("refused") != 1 {
+		t.Fatalf("%d refusals counted; want one request, then the backoff", failed.get("refused"))
+	}
+	if got := a.Failing(); !strings.Contains(got, "revoked") {
+		t.Fatalf("Failing() = %q", got)
+	}
+	clk.Advance(5 * time.Second)
+	_, _ = a.Token(t.Context())
+	if failed.get("refused") != 2 {
+		t.Fatalf("no retry after the backoff: %d", failed.get("refused"))
+	}
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	if n := strings.Count(out, "salesforce refuses the credentials"); n != 1 || !strings.Contains(out, "level=ERROR") {
+		t.Fatalf("%d ERROR lines for one unchanged refusal, want 1:\n%s", n, out)
+	}
+	f.mu.Lock()
+	f.refuse = ""
+	f.mu.Unlock()
+	clk.Advance(10 * time.Second)
+	tok, err := a.Token(t.Context())
+	if err != nil || a.Failing() != "" {
+		t.Fatalf("after the fix: %v, Failing %q", err, a.Failing())
+	}
+	// A 401 mid-run: INFO with the call, a refresh counted.
+	f.mu.Lock()
+	f.revoked[tok.AccessToken] = true
+	f.mu.Unlock()
+	if _, err := a.OrgID(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	out = logs.String()
+	mu.Unlock()
+	if !strings.Contains(out, "salesforce answered 401") || !strings.Contains(out, "call=\"GET /services/oauth2/userinfo\"") ||
+		!strings.Contains(out, "accepts the credentials again") {
+		t.Fatalf("log:\n%s", out)
+	}
+	if refreshed.get("initial") != 1 || refreshed.get("invalid_session") != 1 {
+		t.Fatalf("refreshes %v", refreshed.m)
+	}
+	_ = http.StatusOK
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
