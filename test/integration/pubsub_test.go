@@ -2,7 +2,7 @@ package integration
 
 import (
 	"encoding/base64"
-	endian "encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"sync"
@@ -65,13 +65,40 @@ func storedPubSub(t *testing.T, logs *testenv.LogsServer, job string, n int) map
 	})
 }
 
-func replayID(t *testing.T, v string) uint64 {
+// position is where a stored replay id of topic points: the number of
+// events before it (the fake's replay ids are opaque bytes).
+func (o *pubsubOrg) position(t *testing.T, topic, v string) int {
 	t.Helper()
 	b, err := base64.StdEncoding.DecodeString(v)
-	if err != nil || len(b) != 8 {
-		t.Fatalf("checkpoint %q is not a base64 replay id", v)
+	if err != nil {
+		t.Fatalf("checkpoint %q is not base64: %v", v, err)
 	}
-	return endian.BigEndian.Uint64(b)
+	p, ok := o.ps.Position(topic, b)
+	if !ok {
+		t.Fatalf("checkpoint %q is not a replay id of %s", v, topic)
+	}
+	return p
+}
+
+// storedCopies returns every stored copy of the events labelled job,
+// grouped by event (as storedPubSub keys them): the stream, the
+// timestamp, the line and the level, as VictoriaLogs returns them.
+func storedCopies(t *testing.T, logs *testenv.LogsServer, job string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, r := range logs.Query(t, fmt.Sprintf(`{source="pubsub",job=%q} | fields _stream, _time, _msg, level`, job)) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(r["_msg"]), &rec); err != nil {
+			t.Fatalf("line %q: %v", r["_msg"], err)
+		}
+		id, ok := rec["EventIdentifier"].(string)
+		if !ok {
+			h, _ := rec["ChangeEventHeader"].(map[string]any)
+			id = fmt.Sprint(h["transactionKey"])
+		}
+		out[id] = append(out[id], fmt.Sprintf("%s %s level=%s %s", r["_stream"], r["_time"], r["level"], r["_msg"]))
+	}
+	return out
 }
 
 // TestPubSubSourceEndToEnd runs the daemon on two topics of an in-process
@@ -88,8 +115,15 @@ func TestPubSubSourceEndToEnd(t *testing.T) {
 	o.logins(0, 250)
 	o.ps.AppendRaw(fakepubsub.LoginTopic, []byte{0xff, 0xff, 0xff})
 	o.logins(250, 500)
+	// tx-7 is an UNDELETE: its body carries the record's CreatedDate, 97
+	// days old; the entry is timed by the commit.
+	undeleted := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	for i := range 20 {
-		o.ps.Append(fakepubsub.AccountTopic, fakepubsub.AccountChange(i, time.Now()))
+		ev := fakepubsub.AccountChange(i, time.Now())
+		if i == 7 {
+			ev = fakepubsub.AccountUndelete(i, undeleted, undeleted.AddDate(0, 0, -97))
+		}
+		o.ps.Append(fakepubsub.AccountTopic, ev)
 	}
 	dir := t.TempDir()
 	cfg := fmt.Sprintf("state: {file: {path: %s/state.json}}\n", dir) +
@@ -106,7 +140,12 @@ func TestPubSubSourceEndToEnd(t *testing.T) {
 	}
 	d.signal(t, syscall.SIGTERM)
 	d.waitExit(t, 30*time.Second)
-	if got := replayID(t, checkpoints(t, dir)["pubsub:/event/LoginEventStream"]); got != 501 {
+	for _, r := range logs.Query(t, `{source="pubsub",job="pubsub"} "tx-7" | fields _time`) {
+		if at, err := time.Parse(time.RFC3339Nano, r["_time"]); err != nil || !at.Equal(undeleted) {
+			t.Fatalf("the UNDELETE is stored at %s, want its commit %s", r["_time"], undeleted.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	if got := o.position(t, fakepubsub.LoginTopic, checkpoints(t, dir)["pubsub:/event/LoginEventStream"]); got != 501 {
 		t.Fatalf("login checkpoint at replay id %d, want 501 (500 events and the undecodable one)", got)
 	}
 
@@ -119,7 +158,7 @@ func TestPubSubSourceEndToEnd(t *testing.T) {
 	d2.waitExit(t, 30*time.Second)
 	resumed := false
 	for _, s := range o.ps.Subscriptions()[before:] {
-		resumed = resumed || (s.Topic == fakepubsub.LoginTopic && s.ReplayID == 501)
+		resumed = resumed || (s.Topic == fakepubsub.LoginTopic && s.Position == 501)
 	}
 	dups := 0
 	for _, n := range ids {
@@ -171,7 +210,7 @@ func TestPubSubResumesAfterALeadershipChange(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if got := replayID(t, checkpoints(t, be.dir)["pubsub:/event/LoginEventStream"]); got != 50 {
+	if got := o.position(t, fakepubsub.LoginTopic, checkpoints(t, be.dir)["pubsub:/event/LoginEventStream"]); got != 50 {
 		t.Fatalf("keepalive checkpoint at replay id %d, want 50", got)
 	}
 
@@ -196,17 +235,18 @@ func TestPubSubResumesAfterALeadershipChange(t *testing.T) {
 	storedPubSub(t, logs, "pubsubha", 300)
 	r1.signal(t, syscall.SIGKILL)
 	<-r1.done
-	committed := replayID(t, checkpoints(t, be.dir)["pubsub:/event/LoginEventStream"])
+	committed := o.position(t, fakepubsub.LoginTopic, checkpoints(t, be.dir)["pubsub:/event/LoginEventStream"])
 	r2.waitReady(t, 200, "leader", be.ttl+slack)
 	time.Sleep(time.Second)
 	close(stop)
 	<-done
 	total := published - 50
 	ids := storedPubSub(t, logs, "pubsubha", total)
-	var resumedAt uint64
+	resumedAt := -1
 	for _, s := range o.ps.Subscriptions() {
-		if s.AccessToken != "t1" && resumedAt == 0 {
-			resumedAt = s.ReplayID
+		if s.AccessToken != "t1" {
+			resumedAt = s.Position
+			break
 		}
 	}
 	twice := 0
@@ -218,7 +258,7 @@ func TestPubSubResumesAfterALeadershipChange(t *testing.T) {
 			t.Errorf("%s (before the LATEST subscription) was stored", id)
 		case i >= 50 && n == 0:
 			t.Errorf("%s is missing", id)
-		case n > 1 && uint64(i+1) <= committed:
+		case n > 1 && i+1 <= committed:
 			t.Errorf("%s (replay id %d) stored %d times: it is at or before the committed %d", id, i+1, n, committed)
 		case n > 1:
 			twice++
@@ -226,6 +266,15 @@ func TestPubSubResumesAfterALeadershipChange(t *testing.T) {
 	}
 	if resumedAt != committed {
 		t.Fatalf("the new leader subscribed from replay id %d, want the committed %d", resumedAt, committed)
+	}
+	// The copies must collapse in Loki: each is byte-identical to the first
+	// (stream labels, timestamp to the nanosecond, line, level).
+	for id, copies := range storedCopies(t, logs, "pubsubha") {
+		for _, c := range copies[1:] {
+			if c != copies[0] {
+				t.Errorf("%s stored differently by the two leaders:\n %s\n %s", id, copies[0], c)
+			}
+		}
 	}
 	c.unexpectedExits(t)
 	t.Logf("%d events; leader killed with %d committed; the new leader resumed there; %d stored twice", total, committed, twice)

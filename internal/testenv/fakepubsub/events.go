@@ -29,7 +29,9 @@ const LoginEventStreamSchema = `{"type":"record","name":"LoginEventStream","name
 ]}`
 
 // AccountChangeEventSchema is shaped like a Change Data Capture schema: a
-// ChangeEventHeader record, nullable body fields, a compound address.
+// ChangeEventHeader record, nullable body fields, a compound address, and
+// the record's datetimes as Salesforce spells them: plain longs holding
+// epoch milliseconds, named by their doc.
 const AccountChangeEventSchema = `{"type":"record","name":"AccountChangeEvent","namespace":"com.sforce.eventbus","fields":[
  {"name":"ChangeEventHeader","type":{"type":"record","name":"ChangeEventHeader","fields":[
    {"name":"entityName","type":"string"},
@@ -47,15 +49,47 @@ const AccountChangeEventSchema = `{"type":"record","name":"AccountChangeEvent","
  {"name":"Name","type":["null","string"],"default":null},
  {"name":"BillingAddress","type":["null",{"type":"record","name":"Address","fields":[
    {"name":"Street","type":["null","string"],"default":null},
-   {"name":"City","type":["null","string"],"default":null}]}],"default":null}
+   {"name":"City","type":["null","string"],"default":null}]}],"default":null},
+ {"name":"CreatedDate","type":["null","long"],"doc":"CreatedDate:DateTime","default":null},
+ {"name":"LastModifiedDate","type":["null","long"],"doc":"LastModifiedDate:DateTime","default":null}
 ]}`
 
-// LoginEvent is LoginEventStream event n at t (Status Success, or Failed
-// for every tenth).
+// AccountChangeEventLogicalSchema is AccountChangeEventSchema with every
+// datetime declared with Avro's timestamp-millis logical type (the header's
+// commitTimestamp, the body's nullable CreatedDate and LastModifiedDate):
+// the same events must read the same whichever way a schema spells them.
+const AccountChangeEventLogicalSchema = `{"type":"record","name":"AccountChangeEvent","namespace":"com.sforce.eventbus","fields":[
+ {"name":"ChangeEventHeader","type":{"type":"record","name":"ChangeEventHeader","fields":[
+   {"name":"entityName","type":"string"},
+   {"name":"recordIds","type":{"type":"array","items":"string"}},
+   {"name":"changeType","type":{"type":"enum","name":"ChangeType","symbols":["CREATE","UPDATE","DELETE","UNDELETE","GAP_CREATE","GAP_UPDATE","GAP_DELETE","GAP_UNDELETE","GAP_OVERFLOW"]}},
+   {"name":"changeOrigin","type":"string"},
+   {"name":"transactionKey","type":"string"},
+   {"name":"sequenceNumber","type":"int"},
+   {"name":"commitTimestamp","type":{"type":"long","logicalType":"timestamp-millis"}},
+   {"name":"commitNumber","type":"long"},
+   {"name":"commitUser","type":"string"},
+   {"name":"nulledFields","type":{"type":"array","items":"string"}},
+   {"name":"diffFields","type":{"type":"array","items":"string"}},
+   {"name":"changedFields","type":{"type":"array","items":"string"}}]}},
+ {"name":"Name","type":["null","string"],"default":null},
+ {"name":"BillingAddress","type":["null",{"type":"record","name":"Address","fields":[
+   {"name":"Street","type":["null","string"],"default":null},
+   {"name":"City","type":["null","string"],"default":null}]}],"default":null},
+ {"name":"CreatedDate","type":["null",{"type":"long","logicalType":"timestamp-millis"}],"doc":"CreatedDate:DateTime","default":null},
+ {"name":"LastModifiedDate","type":["null",{"type":"long","logicalType":"timestamp-millis"}],"doc":"LastModifiedDate:DateTime","default":null}
+]}`
+
+// LoginEvent is LoginEventStream event n at t: Status Success, or for
+// every tenth a failure as Salesforce words it (Invalid Password, Failed:
+// Computer activation required).
 func LoginEvent(n int, t time.Time) map[string]any {
 	st := "Success"
-	if n%10 == 9 {
-		st = "Failed"
+	switch n % 20 {
+	case 9:
+		st = "Invalid Password"
+	case 19:
+		st = "Failed: Computer activation required"
 	}
 	ms := t.UnixMilli()
 	return map[string]any{"EventDate": ms, "CreatedDate": ms, "CreatedById": "005000000000001",
@@ -63,15 +97,48 @@ func LoginEvent(n int, t time.Time) map[string]any {
 		"UserId": "005000000000001", "SourceIp": "192.0.2.10", "Status": st, "LoginType": "Application", "Browser": "Chrome", "AdditionalInfo": "{}"}
 }
 
-// AccountChange is an AccountChangeEvent for account n committed at t,
-// with a billing city (a union of null and a record).
+// AccountChange is an UPDATE AccountChangeEvent for account n committed at
+// t, changing its name and billing city (a union of null and a record). As
+// over the Pub/Sub API, unchanged fields (CreatedDate) are null.
 func AccountChange(n int, t time.Time) map[string]any {
-	return map[string]any{
-		"ChangeEventHeader": map[string]any{"entityName": "Account", "recordIds": []any{fmt.Sprintf("001%015d", n)}, "changeType": "UPDATE",
+	return accountEvent(n, "UPDATE", t, map[string]any{
+		"Name":             map[string]any{"string": fmt.Sprintf("Account %d", n)},
+		"BillingAddress":   map[string]any{"com.sforce.eventbus.Address": map[string]any{"Street": nil, "City": map[string]any{"string": "Paris"}}},
+		"LastModifiedDate": t.Truncate(time.Second).UnixMilli(),
+	}, "0x6")
+}
+
+// AccountCreate is the CREATE AccountChangeEvent of account n committed at
+// t. The body's CreatedDate is the record's, which Salesforce stores in
+// whole seconds; the header's commitTimestamp keeps the milliseconds.
+func AccountCreate(n int, t time.Time) map[string]any {
+	created := t.Truncate(time.Second).UnixMilli()
+	return accountEvent(n, "CREATE", t, map[string]any{
+		"Name":        map[string]any{"string": fmt.Sprintf("Account %d", n)},
+		"CreatedDate": created, "LastModifiedDate": created,
+	})
+}
+
+// AccountUndelete is the UNDELETE AccountChangeEvent of account n, restored
+// from the recycle bin at commit: the body carries the whole record, with
+// the CreatedDate it had when it was first created (weeks or months old).
+func AccountUndelete(n int, commit, created time.Time) map[string]any {
+	return accountEvent(n, "UNDELETE", commit, map[string]any{
+		"Name":        map[string]any{"string": fmt.Sprintf("Account %d", n)},
+		"CreatedDate": created.Truncate(time.Second).UnixMilli(), "LastModifiedDate": commit.Truncate(time.Second).UnixMilli(),
+	})
+}
+
+func accountEvent(n int, changeType string, commit time.Time, body map[string]any, changed ...any) map[string]any {
+	rec := map[string]any{
+		"ChangeEventHeader": map[string]any{"entityName": "Account", "recordIds": []any{fmt.Sprintf("001%015d", n)}, "changeType": changeType,
 			"changeOrigin": "com/salesforce/api/soap/60.0", "transactionKey": fmt.Sprintf("tx-%d", n), "sequenceNumber": 1,
-			"commitTimestamp": t.UnixMilli(), "commitNumber": int64(n), "commitUser": "005000000000001",
-			"nulledFields": []any{}, "diffFields": []any{}, "changedFields": []any{"0x6"}},
-		"Name":           map[string]any{"string": fmt.Sprintf("Account %d", n)},
-		"BillingAddress": map[string]any{"com.sforce.eventbus.Address": map[string]any{"Street": nil, "City": map[string]any{"string": "Paris"}}},
+			"commitTimestamp": commit.UnixMilli(), "commitNumber": int64(n), "commitUser": "005000000000001",
+			"nulledFields": []any{}, "diffFields": []any{}, "changedFields": append([]any{}, changed...)},
+		"Name": nil, "BillingAddress": nil, "CreatedDate": nil, "LastModifiedDate": nil,
 	}
+	for k, v := range body {
+		rec[k] = v
+	}
+	return rec
 }

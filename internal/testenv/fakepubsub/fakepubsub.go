@@ -2,14 +2,20 @@
 // real gRPC server implementing eventbus.v1.PubSub's Subscribe, GetSchema
 // and GetTopic over topics holding Avro-encoded events, with Salesforce's
 // flow control (events only against requests, at most 100 outstanding),
-// keepalives, replay ids, retention and its error trailers, and faults to
-// inject.
+// keepalives, opaque replay ids, retention and its error trailers, and
+// faults to inject.
+//
+// Replay ids are opaque, as Salesforce documents them: 9 random-looking
+// bytes per position, neither a counter nor contiguous, so a client that
+// computes with them fails. The fake orders them through a table; tests
+// name positions with ReplayID and read them back with Position.
 //
 // Test support only: production code must not import it.
 package fakepubsub
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -31,24 +37,52 @@ import (
 
 // Error codes Salesforce puts in the error-code trailer.
 const (
+	// CodeReplayCorrupted: the CUSTOM replay id is not one of the topic's,
+	// or its event is past the retention.
 	CodeReplayCorrupted = "sfdc.platform.eventbus.grpc.subscription.fetch.replayid.corrupted"
-	CodeAuth            = "sfdc.platform.eventbus.grpc.service.auth.error"
-	CodeTopicNotFound   = "sfdc.platform.eventbus.grpc.topic.not.found"
+	// CodeReplayValidation: CUSTOM without a replay id.
+	CodeReplayValidation = "sfdc.platform.eventbus.grpc.subscription.fetch.replayid.validation.failed"
+	CodeAuth             = "sfdc.platform.eventbus.grpc.service.auth.error"
+	CodeTopicNotFound    = "sfdc.platform.eventbus.grpc.topic.not.found"
 )
 
 // Subscription records one Subscribe call's first request.
 type Subscription struct {
-	Topic       string
-	Preset      eventbus.ReplayPreset
-	ReplayID    uint64 // the CUSTOM replay id, decoded; 0 otherwise
+	Topic    string
+	Preset   eventbus.ReplayPreset
+	ReplayID []byte // the CUSTOM replay id as sent; nil otherwise
+	// Position is where a CUSTOM replay id points (the number of events
+	// before it, see ReplayID), -1 when there is none or the topic does not
+	// know it.
+	Position    int
 	AccessToken string
 	TenantID    string
 }
 
 type topic struct {
 	schemaID string
-	events   []*eventbus.ProducerEvent // event i has replay id i+1
+	events   []*eventbus.ProducerEvent // event i has the replay id of position i+1
 	denied   bool
+	salt     [16]byte
+	ids      [][]byte       // ids[p]: the replay id of position p (after p events)
+	position map[string]int // a replay id's position
+}
+
+// replayID returns position p's replay id, minting ids up to p. Callers
+// hold the server's lock.
+func (t *topic) replayID(p int) []byte {
+	for len(t.ids) <= p {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(t.ids))) //nolint:gosec // a position, never negative
+		sum := sha256.Sum256(append(t.salt[:], n[:]...))
+		id := sum[:9]
+		if _, dup := t.position[string(id)]; dup {
+			panic("fakepubsub: replay id collision")
+		}
+		t.position[string(id)] = len(t.ids)
+		t.ids = append(t.ids, id)
+	}
+	return slices.Clone(t.ids[p])
 }
 
 // Server is the fake Pub/Sub API.
@@ -66,16 +100,18 @@ type Server struct {
 	// Unauthenticated fails the next Subscribe calls with UNAUTHENTICATED.
 	Unauthenticated int
 	// InvalidArgument fails the next Subscribe calls with INVALID_ARGUMENT
-	// and these error-code trailers, in order.
+	// and these error-code trailers, in order ("" sends no trailer, as when
+	// a proxy drops it).
 	InvalidArgument []string
 	// SchemaFailures fails the next GetSchema calls with UNAVAILABLE.
 	SchemaFailures int
 	// StallAfter makes the next stream on a topic go silent (no events, no
 	// keepalives) after sending this many events.
 	StallAfter map[string]int
-	// RetainFrom expires a topic's events before this replay id: asking to
-	// resume from an older one is INVALID_ARGUMENT replayid.corrupted.
-	RetainFrom map[string]uint64
+	// RetainFrom expires a topic's events before this position (the n-th
+	// event appended, from 1): asking to resume from an older replay id is
+	// INVALID_ARGUMENT replayid.corrupted.
+	RetainFrom map[string]int
 	// KeepaliveEvery is how long a stream with requests pending waits for
 	// events before it sends an empty response carrying the latest replay
 	// id (Salesforce: within 270s). Default 100ms.
@@ -95,7 +131,7 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{Addr: lis.Addr().String(), changed: make(chan struct{}), topics: map[string]*topic{},
-		schemas: map[string]avro.Schema{}, json: map[string]string{}, StallAfter: map[string]int{}, RetainFrom: map[string]uint64{}}
+		schemas: map[string]avro.Schema{}, json: map[string]string{}, StallAfter: map[string]int{}, RetainFrom: map[string]int{}}
 	g := grpc.NewServer()
 	eventbus.RegisterPubSubServer(g, s)
 	go func() { _ = g.Serve(lis) }()
@@ -111,7 +147,26 @@ func (s *Server) AddTopic(name, schemaJSON string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.schemas[id], s.json[id] = sch, schemaJSON
-	s.topics[name] = &topic{schemaID: id}
+	t := &topic{schemaID: id, position: map[string]int{}}
+	_, _ = rand.Read(t.salt[:])
+	s.topics[name] = t
+}
+
+// ReplayID is the opaque replay id of a topic's position n: the n-th event
+// appended (from 1), or 0 for the position before the first event.
+func (s *Server) ReplayID(name string, n int) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.topics[name].replayID(n)
+}
+
+// Position is the position a replay id of the topic points to (see
+// ReplayID); false when the topic never issued it.
+func (s *Server) Position(name string, id []byte) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.topics[name].position[string(id)]
+	return p, ok
 }
 
 // Deny makes GetTopic report can_subscribe false for a topic.
@@ -122,15 +177,16 @@ func (s *Server) Deny(name string) {
 }
 
 // Append appends events, Avro-encoded with the topic's schema (a union of
-// null and a record takes {"<full name>": {...}}), and returns the last
-// replay id.
-func (s *Server) Append(name string, records ...map[string]any) uint64 {
+// null and a record takes {"<full name>": {...}}; a datetime is epoch
+// milliseconds, whether the schema spells it as a plain long or with the
+// timestamp-millis logical type), and returns the last one's replay id.
+func (s *Server) Append(name string, records ...map[string]any) []byte {
 	s.mu.Lock()
 	sch := s.schemas[s.topics[name].schemaID]
 	s.mu.Unlock()
 	payloads := make([][]byte, len(records))
 	for i, r := range records {
-		b, err := avro.Marshal(sch, r)
+		b, err := avro.Marshal(sch, logicalTimes(sch, r))
 		if err != nil {
 			panic(fmt.Sprintf("fakepubsub: encoding %v: %v", r, err))
 		}
@@ -140,8 +196,8 @@ func (s *Server) Append(name string, records ...map[string]any) uint64 {
 }
 
 // AppendRaw appends events with these payloads as they are (for
-// undecodable ones) and returns the last replay id.
-func (s *Server) AppendRaw(name string, payloads ...[]byte) uint64 {
+// undecodable ones) and returns the last one's replay id.
+func (s *Server) AppendRaw(name string, payloads ...[]byte) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.topics[name]
@@ -150,11 +206,64 @@ func (s *Server) AppendRaw(name string, payloads ...[]byte) uint64 {
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
-	return uint64(len(t.events))
+	return t.replayID(len(t.events))
 }
 
-// ReplayID is the wire form of a replay id.
-func ReplayID(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+// logicalTimes returns v with every epoch-millisecond int64 the schema
+// declares as a timestamp-millis long turned into the time.Time the
+// encoder takes for it.
+func logicalTimes(schema avro.Schema, v any) any {
+	switch sc := schema.(type) {
+	case *avro.RefSchema:
+		return logicalTimes(sc.Schema(), v)
+	case *avro.RecordSchema:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		out := make(map[string]any, len(m))
+		for k, fv := range m {
+			out[k] = fv
+		}
+		for _, f := range sc.Fields() {
+			if fv, ok := m[f.Name()]; ok {
+				out[f.Name()] = logicalTimes(f.Type(), fv)
+			}
+		}
+		return out
+	case *avro.UnionSchema:
+		if v == nil {
+			return nil
+		}
+		if m, ok := v.(map[string]any); ok && len(m) == 1 {
+			for _, t := range sc.Types() {
+				name := string(t.Type())
+				if n, ok := t.(avro.NamedSchema); ok {
+					name = n.FullName()
+				}
+				if inner, ok := m[name]; ok {
+					return map[string]any{name: logicalTimes(t, inner)}
+				}
+			}
+			return v
+		}
+		for _, t := range sc.Types() {
+			if t.Type() != avro.Null {
+				if _, isRec := t.(*avro.RecordSchema); !isRec {
+					return logicalTimes(t, v)
+				}
+			}
+		}
+		return v
+	case *avro.PrimitiveSchema:
+		if ms, ok := v.(int64); ok && sc.Logical() != nil && sc.Logical().Type() == avro.TimestampMillis {
+			return time.UnixMilli(ms).UTC()
+		}
+		return v
+	default:
+		return v
+	}
+}
 
 // Subscriptions returns the Subscribe calls so far.
 func (s *Server) Subscriptions() []Subscription {
@@ -186,7 +295,9 @@ func (s *Server) SchemaCalls() int {
 }
 
 func fail(c codes.Code, code, msg string, stream grpc.ServerStream) error {
-	stream.SetTrailer(metadata.Pairs("error-code", code))
+	if code != "" {
+		stream.SetTrailer(metadata.Pairs("error-code", code))
+	}
 	return status.Error(c, msg+" rpcId: fake")
 }
 
@@ -230,13 +341,16 @@ func (s *Server) Subscribe(stream grpc.BidiStreamingServer[eventbus.FetchRequest
 	if err != nil {
 		return err
 	}
-	sub := Subscription{Topic: first.GetTopicName(), Preset: first.GetReplayPreset(), AccessToken: get("accesstoken"), TenantID: get("tenantid")}
-	if first.GetReplayPreset() == eventbus.ReplayPreset_CUSTOM && len(first.GetReplayId()) == 8 {
-		sub.ReplayID = binary.BigEndian.Uint64(first.GetReplayId())
-	}
+	sub := Subscription{Topic: first.GetTopicName(), Preset: first.GetReplayPreset(), Position: -1, AccessToken: get("accesstoken"), TenantID: get("tenantid")}
 	s.mu.Lock()
-	s.subs = append(s.subs, sub)
 	t, ok := s.topics[sub.Topic]
+	if first.GetReplayPreset() == eventbus.ReplayPreset_CUSTOM {
+		sub.ReplayID = slices.Clone(first.GetReplayId())
+		if p, known := t.knows(sub.ReplayID); ok && known {
+			sub.Position = p
+		}
+	}
+	s.subs = append(s.subs, sub)
 	var refuse error
 	switch {
 	case sub.AccessToken == "" || get("instanceurl") == "" || sub.TenantID == "":
@@ -252,19 +366,22 @@ func (s *Server) Subscribe(stream grpc.BidiStreamingServer[eventbus.FetchRequest
 	case first.GetNumRequested() <= 0:
 		refuse = fail(codes.InvalidArgument, "sfdc.platform.eventbus.grpc.subscription.fetch.requested.events.invalid", "num_requested must be > 0", stream)
 	}
-	var next uint64 // index of the next event to send
+	next := 0 // index of the next event to send
 	if refuse == nil {
 		retain := s.RetainFrom[sub.Topic]
 		switch first.GetReplayPreset() {
 		case eventbus.ReplayPreset_LATEST:
-			next = uint64(len(t.events))
+			next = len(t.events)
 		case eventbus.ReplayPreset_EARLIEST:
 			next = max(retain, 1) - 1
 		case eventbus.ReplayPreset_CUSTOM:
-			if len(first.GetReplayId()) != 8 || sub.ReplayID < retain || sub.ReplayID > uint64(len(t.events)) {
-				refuse = fail(codes.InvalidArgument, CodeReplayCorrupted, "replay id corrupted or expired", stream)
+			switch {
+			case len(sub.ReplayID) == 0:
+				refuse = fail(codes.InvalidArgument, CodeReplayValidation, "The Replay ID validation failed.", stream)
+			case sub.Position < 0 || sub.Position < retain || sub.Position > len(t.events):
+				refuse = fail(codes.InvalidArgument, CodeReplayCorrupted, "The Replay ID validation failed.", stream)
 			}
-			next = sub.ReplayID
+			next = sub.Position
 		}
 	}
 	if refuse != nil {
@@ -298,14 +415,14 @@ func (s *Server) Subscribe(stream grpc.BidiStreamingServer[eventbus.FetchRequest
 		s.mu.Lock()
 		changed := s.changed
 		var batch []*eventbus.ConsumerEvent
-		for outstanding > 0 && next < uint64(len(t.events)) && !stalled() {
-			batch = append(batch, &eventbus.ConsumerEvent{Event: t.events[next], ReplayId: ReplayID(next + 1)})
+		for outstanding > 0 && next < len(t.events) && !stalled() {
+			batch = append(batch, &eventbus.ConsumerEvent{Event: t.events[next], ReplayId: t.replayID(next + 1)})
 			next++
 			outstanding--
 			sentHere++
 		}
 		s.sent += len(batch)
-		latest := ReplayID(uint64(len(t.events)))
+		latest := t.replayID(len(t.events))
 		s.mu.Unlock()
 		if len(batch) > 0 {
 			if err := stream.Send(&eventbus.FetchResponse{Events: batch, LatestReplayId: batch[len(batch)-1].GetReplayId(),
@@ -334,6 +451,15 @@ func (s *Server) Subscribe(stream grpc.BidiStreamingServer[eventbus.FetchRequest
 			}
 		}
 	}
+}
+
+// knows returns the position of a replay id the topic issued; t may be nil.
+func (t *topic) knows(id []byte) (int, bool) {
+	if t == nil {
+		return -1, false
+	}
+	p, ok := t.position[string(id)]
+	return p, ok
 }
 
 func (s *Server) noteOutstanding(n int) {

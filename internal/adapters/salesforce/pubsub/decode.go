@@ -1,9 +1,12 @@
 package pubsub
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,22 +29,34 @@ type schemas struct {
 	fetch func(ctx context.Context, id string) (string, error)
 
 	mu       sync.Mutex
-	byID     map[string]avro.Schema
+	byID     map[string]*eventSchema
 	inflight map[string]*schemaFetch
+}
+
+// eventSchema is an event schema as the source decodes with it: every int
+// and long without its logical type (so a datetime decodes to the epoch
+// milliseconds on the wire, however the schema spells it), and the
+// top-level fields the schema declares as datetimes.
+type eventSchema struct {
+	avro avro.Schema
+	// datetimes are the top-level fields documented as Salesforce DateTimes
+	// ("doc": "<Name>:DateTime") or declared timestamp-millis, in schema
+	// order.
+	datetimes []string
 }
 
 type schemaFetch struct {
 	done   chan struct{}
-	schema avro.Schema
+	schema *eventSchema
 	err    error
 }
 
 func newSchemas(fetch func(ctx context.Context, id string) (string, error)) *schemas {
-	return &schemas{fetch: fetch, byID: map[string]avro.Schema{}, inflight: map[string]*schemaFetch{}}
+	return &schemas{fetch: fetch, byID: map[string]*eventSchema{}, inflight: map[string]*schemaFetch{}}
 }
 
 // get returns the schema for id, fetching it if nobody has.
-func (c *schemas) get(ctx context.Context, id string) (avro.Schema, error) {
+func (c *schemas) get(ctx context.Context, id string) (*eventSchema, error) {
 	c.mu.Lock()
 	if s, ok := c.byID[id]; ok {
 		c.mu.Unlock()
@@ -65,7 +80,7 @@ func (c *schemas) get(ctx context.Context, id string) (avro.Schema, error) {
 func (c *schemas) load(ctx context.Context, id string, f *schemaFetch) {
 	text, err := c.fetch(context.WithoutCancel(ctx), id)
 	if err == nil {
-		f.schema, err = avro.ParseBytes([]byte(text))
+		f.schema, err = parseSchema([]byte(text))
 	}
 	if err != nil {
 		f.err = fmt.Errorf("%w: schema %s: %w", ErrSchema, id, err)
@@ -79,19 +94,91 @@ func (c *schemas) load(ctx context.Context, id string, f *schemaFetch) {
 	close(f.done)
 }
 
-// decode turns an event's Avro payload into a plain record: unions appear
-// as their value, never as {"type": value}.
-func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent) (map[string]any, error) {
-	schema, err := c.get(ctx, ev.GetSchemaId())
+// parseSchema parses an event schema without the logical types of its ints
+// and longs, in a cache of its own (a named type another schema defined
+// never stands in for one this schema lacks).
+func parseSchema(text []byte) (*eventSchema, error) {
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	out := &eventSchema{datetimes: datetimeFields(doc)}
+	plainText, err := json.Marshal(withoutNumberLogicalTypes(doc))
 	if err != nil {
 		return nil, err
 	}
-	var rec map[string]any
-	if err := decodePayload(schema, ev.GetPayload(), &rec); err != nil {
-		return nil, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
+	out.avro, err = avro.ParseBytesWithCache(plainText, "", &avro.SchemaCache{})
+	return out, err
+}
+
+// withoutNumberLogicalTypes drops the logicalType of every int and long
+// in a schema document (timestamp-millis, date, time-millis, …): their
+// values decode as the numbers on the wire.
+func withoutNumberLogicalTypes(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		if t, _ := x["type"].(string); t == "int" || t == "long" {
+			delete(x, "logicalType")
+		}
+		for k, e := range x {
+			x[k] = withoutNumberLogicalTypes(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = withoutNumberLogicalTypes(e)
+		}
 	}
-	out, _ := plain(schema, rec).(map[string]any)
-	return out, nil
+	return v
+}
+
+// datetimeFields lists a record schema's top-level fields declared as
+// datetimes: documented "<Name>:DateTime" as Salesforce does, or a long
+// (nullable or not) with the timestamp-millis logical type.
+func datetimeFields(doc any) []string {
+	rec, _ := doc.(map[string]any)
+	fields, _ := rec["fields"].([]any)
+	var out []string
+	for _, f := range fields {
+		m, _ := f.(map[string]any)
+		name, _ := m["name"].(string)
+		d, _ := m["doc"].(string)
+		if name != "" && (strings.HasSuffix(d, ":DateTime") || isTimestampMillis(m["type"])) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func isTimestampMillis(t any) bool {
+	switch x := t.(type) {
+	case map[string]any:
+		return x["type"] == "long" && x["logicalType"] == "timestamp-millis"
+	case []any: // a union: ["null", {"type": "long", "logicalType": …}]
+		for _, b := range x {
+			if isTimestampMillis(b) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// decode turns an event's Avro payload into a plain record: unions appear
+// as their value, never as {"type": value}; ints and longs as the numbers
+// sent. It returns the schema's datetime fields with it.
+func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent) (map[string]any, []string, error) {
+	schema, err := c.get(ctx, ev.GetSchemaId())
+	if err != nil {
+		return nil, nil, err
+	}
+	var rec map[string]any
+	if err := decodePayload(schema.avro, ev.GetPayload(), &rec); err != nil {
+		return nil, nil, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
+	}
+	out, _ := plain(schema.avro, rec).(map[string]any)
+	return out, schema.datetimes, nil
 }
 
 // decodePayload decodes one payload. It reports a payload that ends early
@@ -165,19 +252,24 @@ func plain(schema avro.Schema, v any) any {
 	}
 }
 
-// eventTime is the record's EventDate, else CreatedDate, else its
-// ChangeEventHeader.commitTimestamp (Avro longs in epoch milliseconds; an
-// ISO string, or a timestamp-millis logical type, is read too). ok is false
-// when none is there.
-func eventTime(rec map[string]any) (time.Time, bool) {
-	if t, ok := timeOf(rec["EventDate"]); ok {
-		return t, true
-	}
-	if t, ok := timeOf(rec["CreatedDate"]); ok {
-		return t, true
-	}
+// eventTime is when an event happened, from the event alone (so every
+// copy of a replayed event gets the same time): a change event (one with a
+// ChangeEventHeader) is timed by its commitTimestamp, never by the
+// CreatedDate in its body, which an UNDELETE carries from the record's
+// creation; any other event by its EventDate, else its CreatedDate, else
+// the first other field its schema declares a datetime (datetimes). Times
+// are Avro longs in epoch milliseconds (an ISO string is read too). ok is
+// false when none holds a time.
+func eventTime(rec map[string]any, datetimes []string) (time.Time, bool) {
 	if h, ok := rec["ChangeEventHeader"].(map[string]any); ok {
 		return timeOf(h["commitTimestamp"])
+	}
+	for _, fields := range [][]string{{"EventDate", "CreatedDate"}, datetimes} {
+		for _, f := range fields {
+			if t, ok := timeOf(rec[f]); ok {
+				return t, true
+			}
+		}
 	}
 	return time.Time{}, false
 }
@@ -189,8 +281,6 @@ func timeOf(v any) (time.Time, bool) {
 	case string:
 		t, err := time.Parse(time.RFC3339Nano, x)
 		return t.UTC(), err == nil
-	case time.Time:
-		return x.UTC(), !x.IsZero()
 	}
 	return time.Time{}, false
 }

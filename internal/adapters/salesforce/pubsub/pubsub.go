@@ -115,6 +115,7 @@ type Source struct {
 	log     *slog.Logger
 	include []*regexp.Regexp
 	exclude []*regexp.Regexp
+	untimed sync.Map // topics whose untimed event was logged
 	// Hooks are set before Run.
 	Hooks Hooks
 }
@@ -333,6 +334,9 @@ func (s *Source) Run(ctx context.Context, resume func(string) (string, bool), em
 type position struct {
 	replayID []byte // nil: the preset
 	preset   eventbus.ReplayPreset
+	// lastTime is the time of the last event handed to the pipeline from
+	// this position on (zero: none yet), for an event that carries no time.
+	lastTime time.Time
 }
 
 // start reads the stored replay id; an unreadable one starts from the
@@ -407,8 +411,9 @@ func (s *Source) follow(ctx context.Context, topic string, resume func(string) (
 var ErrStalled = errors.New("salesforce pubsub: no FetchResponse within the stall timeout")
 
 // classify names why a stream ended and reacts: a refused token is
-// dropped (the next stream mints one); a corrupt or expired replay id
-// restarts the topic from EARLIEST (never LATEST, which would skip events).
+// dropped (the next stream mints one); a replay id Salesforce's error code
+// calls corrupt or expired restarts the topic from EARLIEST (never LATEST,
+// which would skip events); any other INVALID_ARGUMENT keeps the position.
 func (s *Source) classify(topic string, err error, pos *position) string {
 	st, _ := status.FromError(err)
 	switch {
@@ -429,6 +434,14 @@ func (s *Source) classify(topic string, err error, pos *position) string {
 			s.Hooks.ReplayFallback(topic)
 		}
 		return "replay_fallback"
+	case st.Code() == codes.InvalidArgument && pos.replayID != nil && errorCode(err) == "":
+		key := KeyPrefix + topic
+		s.log.Error("pubsub: Salesforce refused the subscription without an error-code trailer; keeping the position and retrying. "+
+			"Only Salesforce's replay id error codes restart the topic from EARLIEST (which can replay up to 72h); "+
+			"if a proxy drops the trailers and the stored replay id has expired, move the position by hand",
+			"topic", topic, "replay_id", base64.StdEncoding.EncodeToString(pos.replayID), "error", err,
+			"repair", salesforce.RepairHint(key, base64.StdEncoding.EncodeToString(pos.replayID)))
+		return "invalid_argument"
 	case st.Code() == codes.InvalidArgument:
 		s.log.Error("pubsub: Salesforce refused the subscription; keeping the position and retrying", "topic", topic, "error", err)
 		return "invalid_argument"
@@ -442,15 +455,34 @@ func (s *Source) classify(topic string, err error, pos *position) string {
 // errorCodeKey is the trailer holding Salesforce's error code.
 const errorCodeKey = "error-code"
 
+// The error codes with which Salesforce refuses a stored replay id: one
+// that is corrupt or past the 72h retention, and a CUSTOM request whose
+// replay id does not validate.
+const (
+	codeReplayCorrupted  = "sfdc.platform.eventbus.grpc.subscription.fetch.replayid.corrupted"
+	codeReplayValidation = "sfdc.platform.eventbus.grpc.subscription.fetch.replayid.validation.failed"
+)
+
 // replayCorrupt reports whether an INVALID_ARGUMENT is about the replay id:
-// the error-code trailer (carried in the error by stream()) names it, or
-// there is no trailer at all.
+// the error-code trailer (carried in the error by stream()) says so. An
+// error without the trailer is not: restarting from EARLIEST on a guess
+// could replay 72 hours of events.
 func replayCorrupt(err error) bool {
-	var te *trailerError
-	if !errors.As(err, &te) || te.code == "" {
+	switch errorCode(err) {
+	case codeReplayCorrupted, codeReplayValidation:
 		return true
 	}
-	return strings.Contains(te.code, "replayid")
+	return false
+}
+
+// errorCode is the error-code trailer stream() carried in err, "" when
+// there was none.
+func errorCode(err error) string {
+	var te *trailerError
+	if errors.As(err, &te) {
+		return te.code
+	}
+	return ""
 }
 
 // trailerError carries a stream's error-code trailer with its status.
@@ -512,7 +544,7 @@ func (s *Source) stream(ctx context.Context, topic string, pos *position, emit f
 		delivered = true
 		pending -= int32(len(resp.GetEvents())) //nolint:gosec // at most 100
 		for _, ev := range resp.GetEvents() {
-			if err := s.handle(ctx, topic, ev, emit); err != nil {
+			if err := s.handle(ctx, topic, ev, pos, emit); err != nil {
 				return delivered, err
 			}
 			pos.replayID = ev.GetReplayId()
@@ -562,9 +594,16 @@ func (s *Source) streamErr(ctx context.Context, stream grpc.BidiStreamingClient[
 // handle decodes one event and emits it; an undecodable one is skipped
 // and counted, its replay id committed with a checkpoint-only entry. A
 // schema that cannot be fetched ends the stream (the event replays).
-func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.ConsumerEvent, emit func(ports.Entry) error) error {
+//
+// Every copy of an event must be the same entry, so that the duplicates a
+// failover replays collapse in Loki: labels, line and level come from the
+// event, and so does the time (eventTime). An event with no time at all
+// takes the time of the last event handed over on the topic; only one that
+// no timed event preceded since the topic was followed (or fell back to
+// EARLIEST) takes the time it arrived, logged once per topic.
+func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.ConsumerEvent, pos *position, emit func(ports.Entry) error) error {
 	cp := checkpoint(topic, ev.GetReplayId())
-	rec, err := s.schemas.decode(ctx, ev.GetEvent())
+	rec, datetimes, err := s.schemas.decode(ctx, ev.GetEvent())
 	switch {
 	case errors.Is(err, ErrUndecodable):
 		s.log.Warn("pubsub: skipping an event that does not decode", "topic", topic, "error", err)
@@ -575,9 +614,19 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 	case err != nil:
 		return err
 	}
-	t, ok := eventTime(rec)
-	if !ok {
-		t = s.clock.Now()
+	t, ok := eventTime(rec, datetimes)
+	switch {
+	case ok:
+		pos.lastTime = t
+	case !pos.lastTime.IsZero():
+		t = pos.lastTime
+	default:
+		t = s.clock.Now().UTC()
+		if _, warned := s.untimed.LoadOrStore(topic, true); !warned {
+			s.log.Warn("pubsub: an event carries no time (no ChangeEventHeader.commitTimestamp, EventDate, CreatedDate or other datetime field) and follows none that does; "+
+				"it is stamped with the time it arrived, so a copy replayed after a failover may be stored twice",
+				"topic", topic, "event", ev.GetEvent().GetId())
+		}
 	}
 	line, err := json.Marshal(rec) // maps marshal with sorted keys
 	if err != nil {

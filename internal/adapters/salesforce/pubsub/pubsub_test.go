@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"log/slog"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -42,6 +43,12 @@ func (e *env) count(k string) int {
 // token endpoint, and a source on spec (topics default to the login one).
 func newEnv(t *testing.T, spec pubsub.Spec, setup func(*fakepubsub.Server)) *env {
 	t.Helper()
+	return newEnvLog(t, spec, setup, nil)
+}
+
+// newEnvLog is newEnv with the source logging to log.
+func newEnvLog(t *testing.T, spec pubsub.Spec, setup func(*fakepubsub.Server), log *slog.Logger) *env {
+	t.Helper()
 	e := &env{srv: fakepubsub.Start(t), org: &fakesf.Org{}, counts: map[string]int{}}
 	e.srv.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
 	e.srv.AddTopic(fakepubsub.AccountTopic, fakepubsub.AccountChangeEventSchema)
@@ -61,7 +68,7 @@ func newEnv(t *testing.T, spec pubsub.Spec, setup func(*fakepubsub.Server)) *env
 	if spec.MaxBackoff == 0 {
 		spec.MaxBackoff = 20 * time.Millisecond
 	}
-	e.src, err = pubsub.New(a, spec, clock.New(), nil)
+	e.src, err = pubsub.New(a, spec, clock.New(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +154,11 @@ func hasN(n int) func([]ports.Entry) bool {
 	return func(es []ports.Entry) bool { return len(events(es)) >= n }
 }
 
-func b64(n uint64) string { return base64.StdEncoding.EncodeToString(fakepubsub.ReplayID(n)) }
+// b64 is the stored form of the replay id of a topic's n-th event (0: the
+// position before the first).
+func (e *env) b64(topic string, n int) string {
+	return base64.StdEncoding.EncodeToString(e.srv.ReplayID(topic, n))
+}
 
 func loginEvents(from, to int) []map[string]any {
 	var out []map[string]any
@@ -176,8 +187,8 @@ func TestDecodesLoginAndChangeEventsWithReplayCheckpoints(t *testing.T) {
 	}
 	l := login[9]
 	if l.Labels["source"] != "pubsub" || !l.Time.Equal(t0.Add(9*time.Second)) || l.Metadata["level"] != "error" ||
-		l.Checkpoint != (ports.Checkpoint{Key: "pubsub:/event/LoginEventStream", Value: b64(10)}) {
-		t.Fatalf("login event 9: %+v (want time from EventDate, level error for Status Failed, checkpoint replay id 10)", l)
+		l.Checkpoint != (ports.Checkpoint{Key: "pubsub:/event/LoginEventStream", Value: e.b64(fakepubsub.LoginTopic, 10)}) {
+		t.Fatalf("login event 9: %+v (want time from EventDate, level error for a failed login, checkpoint replay id 10)", l)
 	}
 	if !strings.HasPrefix(l.Line, `{"AdditionalInfo":"{}","Browser":"Chrome","CreatedById":`) {
 		t.Fatalf("line is not sorted-key JSON of the record: %s", l.Line)
@@ -233,7 +244,7 @@ func TestKeepalivesCommitTheLatestReplayIDOnce(t *testing.T) {
 		time.Sleep(150 * time.Millisecond) // several keepalives
 		return len(es) > 0
 	})
-	if len(got) != 1 || !got[0].CheckpointOnly || got[0].Checkpoint.Value != b64(3) {
+	if len(got) != 1 || !got[0].CheckpointOnly || got[0].Checkpoint.Value != e.b64(fakepubsub.LoginTopic, 3) {
 		t.Fatalf("entries %+v: want one checkpoint-only entry at replay id 3 however many keepalives came", got)
 	}
 }
@@ -241,11 +252,11 @@ func TestKeepalivesCommitTheLatestReplayIDOnce(t *testing.T) {
 func TestResumesAfterTheStoredReplayID(t *testing.T) {
 	e := newEnv(t, pubsub.Spec{}, nil)
 	e.srv.Append(fakepubsub.LoginTopic, loginEvents(0, 20)...)
-	got := e.run(t, map[string]string{"pubsub:/event/LoginEventStream": b64(15)}, &sink{}, hasN(5))
+	got := e.run(t, map[string]string{"pubsub:/event/LoginEventStream": e.b64(fakepubsub.LoginTopic, 15)}, &sink{}, hasN(5))
 	if ids := identifiers(got); !slices.Equal(ids, []string{"login-15", "login-16", "login-17", "login-18", "login-19"}) {
 		t.Fatalf("after replay id 15: %v", ids)
 	}
-	if sub := e.srv.Subscriptions()[0]; sub.Preset != eventbus.ReplayPreset_CUSTOM || sub.ReplayID != 15 || sub.TenantID != "00D000000000001" {
+	if sub := e.srv.Subscriptions()[0]; sub.Preset != eventbus.ReplayPreset_CUSTOM || sub.Position != 15 || sub.TenantID != "00D000000000001" {
 		t.Fatalf("subscription %+v", sub)
 	}
 }
@@ -262,7 +273,7 @@ func TestAStalledStreamReconnectsFromTheLastEventSeen(t *testing.T) {
 		t.Fatalf("%d events, %d stalls", len(ids), e.count("stalled"))
 	}
 	subs := e.srv.Subscriptions()
-	if !slices.ContainsFunc(subs[1:], func(s fakepubsub.Subscription) bool { return s.ReplayID == 30 }) {
+	if !slices.ContainsFunc(subs[1:], func(s fakepubsub.Subscription) bool { return s.Position == 30 }) {
 		t.Fatalf("subscriptions %+v: want one resuming after replay id 30, the last event before the stall", subs)
 	}
 }
@@ -283,11 +294,11 @@ func TestACorruptReplayIDRestartsFromEarliest(t *testing.T) {
 		s.InvalidArgument = []string{"sfdc.platform.eventbus.grpc.service.protection.triggered"}
 	})
 	e.srv.Append(fakepubsub.LoginTopic, loginEvents(0, 10)...)
-	got := e.run(t, map[string]string{"pubsub:/event/LoginEventStream": b64(2)}, &sink{}, hasN(6))
+	got := e.run(t, map[string]string{"pubsub:/event/LoginEventStream": e.b64(fakepubsub.LoginTopic, 2)}, &sink{}, hasN(6))
 	// Another INVALID_ARGUMENT keeps the position; the expired replay id
 	// falls back to EARLIEST (never LATEST, which would skip 5–10).
 	subs := e.srv.Subscriptions()
-	if len(subs) != 3 || subs[0].ReplayID != 2 || subs[1].ReplayID != 2 || subs[2].Preset != eventbus.ReplayPreset_EARLIEST {
+	if len(subs) != 3 || subs[0].Position != 2 || subs[1].Position != 2 || subs[2].Preset != eventbus.ReplayPreset_EARLIEST {
 		t.Fatalf("subscriptions %+v", subs)
 	}
 	if ids := identifiers(got); len(ids) != 6 || ids[0] != "login-4" || e.count("fallback") != 1 || e.count("reconnect:invalid_argument") != 1 {
@@ -304,7 +315,7 @@ func TestAnUndecodableEventIsSkippedAndCounted(t *testing.T) {
 	if ids := identifiers(got); !slices.Equal(ids, []string{"login-0", "login-1", "login-2", "login-3"}) || e.count("undecodable") != 1 {
 		t.Fatalf("events %v, %d undecodable", ids, e.count("undecodable"))
 	}
-	if !got[2].CheckpointOnly || got[2].Checkpoint.Value != b64(3) {
+	if !got[2].CheckpointOnly || got[2].Checkpoint.Value != e.b64(fakepubsub.LoginTopic, 3) {
 		t.Fatalf("the skipped event's replay id must still be committed: %+v", got[2])
 	}
 }
