@@ -300,8 +300,11 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		st := d.coord.Status()
 		standbyOK := r.URL.Query().Get("standby") == "ok"
-		rejecting := d.telemetry.SinkRejecting()
+		rejecting, sfAuth := d.telemetry.SinkRejecting(), d.telemetry.SalesforceAuthFailing()
 		switch {
+		case d.leading() && sfAuth != "":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "leader: salesforce auth failing (%s)\n", sfAuth)
 		case d.leading() && rejecting != "":
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = fmt.Fprintf(w, "leader: sink rejecting all entries (%s); holding the data uncommitted\n", rejecting)
@@ -347,6 +350,7 @@ type StatusReport struct {
 	Blocked           string           `json:"blocked,omitempty"`
 	BlockedDetail     string           `json:"blocked_detail,omitempty"`
 	SinkRejecting     string           `json:"sink_rejecting,omitempty"`
+	SalesforceAuth    string           `json:"salesforce_auth_failing,omitempty"`
 	PipelineStalled   bool             `json:"pipeline_stalled,omitempty"`
 	Coordinate        string           `json:"coordinate"`
 	Lease             string           `json:"lease"`
@@ -362,7 +366,7 @@ func (d *Daemon) Status() StatusReport {
 	st := d.coord.Status()
 	r := StatusReport{Role: st.Role.String(), Holder: st.Holder, Instance: st.Instance, Epoch: st.Epoch,
 		LeaseHolder: st.LeaseHolder, LeaseEpoch: st.LeaseEpoch, Blocked: st.Blocked, BlockedDetail: st.BlockedDetail,
-		SinkRejecting: d.telemetry.SinkRejecting(), PipelineStalled: d.telemetry.Stalled(),
+		SinkRejecting: d.telemetry.SinkRejecting(), PipelineStalled: d.telemetry.Stalled(), SalesforceAuth: d.telemetry.SalesforceAuthFailing(),
 		Coordinate: d.cfg.Coordinate.Type, Lease: st.Lease, State: d.state.String(),
 		CheckpointVersion: string(d.committer.Version()), Counters: d.telemetry.Counters()}
 	if st.LeaseUnchangedFor > 0 {

@@ -86,3 +86,32 @@ func TestAStalledLeaderResigns(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 }
+
+// A leader whose Salesforce credentials are refused is not ready, in both
+// forms of /readyz, and exports the state.
+func TestALeaderWithRefusedSalesforceCredentialsIsNotReady(t *testing.T) {
+	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
+	clk := porttest.NewFakeClock(time.Now())
+	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
+		Clock: clk, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	h := d.Handler()
+	k := d.Coordinator().(*domain.LeaseKeeper)
+	res := k.Step(t.Context())
+	d.onAcquire(t.Context(), domain.Leadership{Epoch: res.Epoch})
+	if code, body := get(t, h, "/readyz"); code != 200 {
+		t.Fatalf("/readyz %d %q", code, body)
+	}
+	d.Telemetry().SetSalesforceAuthProbe(func() string { return "invalid_grant: the app was revoked" })
+	for _, path := range []string{"/readyz", "/readyz?standby=ok"} {
+		if code, body := get(t, h, path); code != 503 || !strings.Contains(body, "leader: salesforce auth failing (invalid_grant: the app was revoked)") {
+			t.Errorf("%s: %d %q", path, code, body)
+		}
+	}
+	if _, metrics := get(t, h, "/metrics"); !strings.Contains(metrics, "sf2loki_salesforce_auth_failing 1") {
+		t.Fatalf("/metrics lacks sf2loki_salesforce_auth_failing 1")
+	}
+}

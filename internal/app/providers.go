@@ -235,8 +235,17 @@ var keeperSet = wire.NewSet( //nolint:unused // used by wire.go
 // newSalesforceAuth reads the secrets (value or *_file) and builds the
 // org's token source. It makes no request.
 func newSalesforceAuth(sf config.Salesforce) (*salesforce.Auth, error) {
+	return newSalesforceAuthObserved(sf, nil, nil)
+}
+
+// newSalesforceAuthObserved is newSalesforceAuth with the token source's
+// logs and, with t, its counters and failing state exported.
+func newSalesforceAuthObserved(sf config.Salesforce, log *slog.Logger, t *Telemetry) (*salesforce.Auth, error) {
 	c := salesforce.Config{AuthMode: sf.AuthMode, LoginURL: sf.SalesforceLoginURL(), ClientID: strings.TrimSpace(sf.ClientID),
-		Username: strings.TrimSpace(sf.Username), OrgID: sf.OrgID, TokenTTL: sf.TokenTTL}
+		Username: strings.TrimSpace(sf.Username), OrgID: sf.OrgID, TokenTTL: sf.TokenTTL, Audience: sf.JWTAudience(), Logger: log}
+	if t != nil {
+		c.Refreshed, c.MintFailed = t.SalesforceAuthRefreshed, t.SalesforceAuthFailed
+	}
 	switch sf.AuthMode {
 	case salesforce.JWTBearer:
 		key, err := salesforce.LoadSecret("private_key", sf.PrivateKey, sf.PrivateKeyFile)
@@ -251,5 +260,9 @@ func newSalesforceAuth(sf config.Salesforce) (*salesforce.Auth, error) {
 		}
 		c.ClientSecret = secret
 	}
-	return salesforce.New(c)
+	a, err := salesforce.New(c)
+	if err == nil && t != nil {
+		t.SetSalesforceAuthProbe(a.Failing)
+	}
+	return a, err
 }

@@ -295,3 +295,19 @@ func TestDocumentCapsHoldTheLargestDocuments(t *testing.T) {
 	}
 	t.Logf("largest checkpoint document %d bytes (cap %d), largest lease %d bytes (cap %d)", len(b), MaxStateDocumentBytes, len(lease), MaxLeaseDocumentBytes)
 }
+
+// The epoch repair refuses an epoch above domain.MaxEpoch: 2^64-1 would
+// wrap the next leader's epoch to 0 and switch fencing off.
+func TestStateRefusesAnEpochAboveTheMaximum(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, fmt.Sprintf("state: {file: {path: %s/state.json}}\n", dir))
+	for _, v := range []string{"18446744073709551615", fmt.Sprint(domain.MaxEpoch + 1)} {
+		out, code := cli(t, "", "state", "--config", cfg, "set", domain.FenceEpochKey, v, "--force-reserved")
+		if code == 0 || !strings.Contains(out, "maximum") {
+			t.Errorf("set %s %s: exit %d:\n%s", domain.FenceEpochKey, v, code, out)
+		}
+	}
+	if out, code := cli(t, "", "state", "--config", cfg, "set", domain.FenceEpochKey, fmt.Sprint(domain.MaxEpoch), "--force-reserved"); code != 0 {
+		t.Fatalf("the maximum itself: exit %d:\n%s", code, out)
+	}
+}

@@ -48,6 +48,9 @@ type Telemetry struct {
 	commitTime   metric.Float64Histogram
 	requests     metric.Int64Counter
 	sfThrottled  metric.Int64Counter
+	sfRefreshes  metric.Int64Counter
+	sfMintFails  metric.Int64Counter
+	sfAuth       atomic.Pointer[func() string]
 	unreadable   metric.Int64Counter
 	pubsub       metric.Int64Counter
 	reconnects   metric.Int64Counter
@@ -144,6 +147,8 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	errs = append(errs, err)
 	counter(&t.requests, "sf2loki_objectstore_requests", "Requests to the lease and checkpoint stores by backend, operation and outcome.")
 	counter(&t.sfThrottled, "sf2loki_salesforce_throttled", "REQUEST_LIMIT_EXCEEDED answers by API; every object then waits one interval.")
+	counter(&t.sfRefreshes, "sf2loki_salesforce_auth_refreshes", "Salesforce tokens minted, by reason: initial, expiry (the cached token's time was up), invalid_session (a request answered 401).")
+	counter(&t.sfMintFails, "sf2loki_salesforce_auth_failures", "Salesforce token mints that failed, by reason: refused (the credentials were refused), unavailable (no answer).")
 	counter(&t.unreadable, "sf2loki_checkpoint_unreadable", "Stored checkpoints a source could not read, by source; each restarts from its lookback window.")
 	counter(&t.pubsub, "sf2loki_pubsub_events", "Pub/Sub events and streams by topic and what happened: undecodable (skipped), replay_fallback (a refused replay id restarted the topic from EARLIEST), stalled (no response within stall_timeout).")
 	counter(&t.reconnects, "sf2loki_pubsub_reconnects", "Pub/Sub subscriptions reopened, by topic and reason.")
@@ -153,6 +158,28 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 // SalesforceThrottled counts a REQUEST_LIMIT_EXCEEDED answer.
 func (t *Telemetry) SalesforceThrottled(api string) {
 	t.sfThrottled.Add(context.Background(), 1, metric.WithAttributes(attribute.String("api", api)))
+}
+
+// SalesforceAuthRefreshed counts a minted token by reason.
+func (t *Telemetry) SalesforceAuthRefreshed(reason string) {
+	t.sfRefreshes.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+}
+
+// SalesforceAuthFailed counts a failed mint by reason.
+func (t *Telemetry) SalesforceAuthFailed(reason string) {
+	t.sfMintFails.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+}
+
+// SetSalesforceAuthProbe sets how /readyz and sf2loki_salesforce_auth_failing
+// learn why the token endpoint refuses the credentials ("" when it does not).
+func (t *Telemetry) SetSalesforceAuthProbe(probe func() string) { t.sfAuth.Store(&probe) }
+
+// SalesforceAuthFailing returns why the org's credentials are refused, or "".
+func (t *Telemetry) SalesforceAuthFailing() string {
+	if p := t.sfAuth.Load(); p != nil {
+		return (*p)()
+	}
+	return ""
 }
 
 // PubSubEvent counts a Pub/Sub event or stream by what happened to it.
@@ -273,6 +300,12 @@ func (t *Telemetry) registerHealthGauges() {
 		metric.WithDescription("1 after the pipeline's liveness guard fired (service.stall_timeout) until a push succeeds again."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(bit(t.Stalled()))
+			return nil
+		}))
+	_, _ = t.meter.Int64ObservableGauge("sf2loki_salesforce_auth_failing",
+		metric.WithDescription("1 while the Salesforce token endpoint refuses the credentials (a revoked app, a wrong key): no Salesforce source can run."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(bit(t.SalesforceAuthFailing() != ""))
 			return nil
 		}))
 	_, _ = t.meter.Int64ObservableGauge("sf2loki_loki_rejecting",

@@ -117,7 +117,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 	if len(objs) == 0 && len(elf.EventTypes) == 0 && len(ps.Topics) == 0 {
 		return nil, nil
 	}
-	auth, err := newSalesforceAuth(cfg.Salesforce)
+	auth, err := newSalesforceAuthObserved(cfg.Salesforce, log, t)
 	if err != nil {
 		return nil, err
 	}

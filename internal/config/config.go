@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"net/url"
+	"strings"
+	"time"
+)
 
 // Config is the whole daemon's configuration. Field tags drive loading
 // (yaml, mapstructure), the generated example and reference (doc, default,
@@ -27,8 +31,24 @@ type Salesforce struct {
 	ClientSecret     string        `yaml:"client_secret" mapstructure:"client_secret" default:"" doc:"The consumer secret for client_credentials (secret). Prefer client_secret_file."`
 	ClientSecretFile string        `yaml:"client_secret_file" mapstructure:"client_secret_file" default:"" doc:"A file holding client_secret; read at start, trimmed. A blank file is a missing secret."`
 	APIVersion       string        `yaml:"api_version" mapstructure:"api_version" default:"60.0" doc:"The REST API version, like 60.0."`
+	JWTAudienceURL   string        `yaml:"jwt_audience" mapstructure:"jwt_audience" default:"" format:"url" doc:"The JWT bearer assertion's audience. Blank: https://test.salesforce.com for environment sandbox (or a *.sandbox.my.salesforce.com login_url), else https://login.salesforce.com, whatever host login_url names (Salesforce refuses a My Domain host as the audience). Set it only for an Experience Cloud site (its URL)."`
 	OrgID            string        `yaml:"org_id" mapstructure:"org_id" default:"" doc:"The 18-character org id; blank asks /services/oauth2/userinfo once."`
 	TokenTTL         time.Duration `yaml:"token_ttl" mapstructure:"token_ttl" default:"2h" min:"2m" max:"24h" doc:"How long a token is trusted (the org's session timeout); it is re-minted 60s before, and at once on a 401."`
+}
+
+// JWTAudience is the JWT bearer audience: jwt_audience, else the login host
+// of the environment (a sandbox My Domain login_url counts as a sandbox).
+func (s Salesforce) JWTAudience() string {
+	switch {
+	case s.JWTAudienceURL != "":
+		return strings.TrimRight(s.JWTAudienceURL, "/")
+	case s.Environment == "sandbox":
+		return "https://test.salesforce.com"
+	}
+	if u, err := url.Parse(s.LoginURL); err == nil && strings.HasSuffix(strings.ToLower(u.Hostname()), ".sandbox.my.salesforce.com") {
+		return "https://test.salesforce.com"
+	}
+	return "https://login.salesforce.com"
 }
 
 // SalesforceLoginURL is login_url, or the environment's login host.

@@ -298,3 +298,19 @@ func TestPubSubConfig(t *testing.T) {
 		t.Fatalf("plaintext to loopback: %v", err)
 	}
 }
+
+func TestJWTAudience(t *testing.T) {
+	for _, tc := range []struct {
+		s    config.Salesforce
+		want string
+	}{
+		{config.Salesforce{LoginURL: "https://acme.my.salesforce.com"}, "https://login.salesforce.com"},
+		{config.Salesforce{Environment: "sandbox", LoginURL: "https://acme--uat.my.salesforce.com"}, "https://test.salesforce.com"},
+		{config.Salesforce{Environment: "production", LoginURL: "https://acme--uat.sandbox.my.salesforce.com"}, "https://test.salesforce.com"},
+		{config.Salesforce{JWTAudienceURL: "https://community.example.com/partners/", LoginURL: "https://acme.my.salesforce.com"}, "https://community.example.com/partners"},
+	} {
+		if got := tc.s.JWTAudience(); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.s, got, tc.want)
+		}
+	}
+}
