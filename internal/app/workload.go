@@ -137,7 +137,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		specs := make([]salesforce.ObjectSpec, len(objs))
 		for i, o := range objs {
 			specs[i] = salesforce.ObjectSpec{Name: o.Name, TimestampField: o.TimestampField, PollInterval: o.PollInterval,
-				Lookback: o.Lookback, Settle: o.Settle, MaxCatchupRecords: o.MaxCatchupRecords}
+				Lookback: o.Lookback, Settle: o.Settle, MaxCatchupRecords: o.MaxCatchupRecords, BigObject: o.BigObject}
 		}
 		s, err := salesforce.NewSOQLSource(auth, cfg.Salesforce.APIVersion, specs, clk, log)
 		if err != nil {

@@ -107,7 +107,7 @@ type EventlogObject struct {
 	Lookback          time.Duration `yaml:"lookback" mapstructure:"lookback" default:"1h" min:"1s" max:"8760h" doc:"How far back the first poll (no checkpoint yet) starts."`
 	Settle            time.Duration `yaml:"settle" mapstructure:"settle" default:"0s" min:"0s" max:"24h" doc:"A window behind the watermark re-read every poll, de-duplicated by Id, so rows that become visible late are not lost. 0 re-reads nothing."`
 	MaxCatchupRecords int           `yaml:"max_catchup_records" mapstructure:"max_catchup_records" default:"200000" min:"0" max:"10000000" doc:"The most rows one poll emits (the next poll continues); 0 is unbounded."`
-	BigObject         bool          `yaml:"big_object" mapstructure:"big_object" default:"false" doc:"Big objects need a newest-first drain, which is not built yet: true is refused."`
+	BigObject         string        `yaml:"big_object" mapstructure:"big_object" default:"auto" enum:"auto,true,false" doc:"Whether the object is a big object, read newest first along its index (the timestamp field must lead it, descending) and emitted one window at a time: auto recognises the Real-Time Event Monitoring big objects (LoginEvent, ApiEvent, ReportEvent, …) and names ending in __b."`
 }
 
 // Synthetic configures the synthetic source.

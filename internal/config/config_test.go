@@ -234,7 +234,7 @@ func TestEventlogObjects(t *testing.T) {
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"unknown item key": {base + "sources: {eventlog_objects: {objects: [{name: A, timestamp_feld: X}]}}\n",
 			"sources.eventlog_objects.objects[0].timestamp_feld: unknown key; did you mean sources.eventlog_objects.objects[].timestamp_field?"},
-		"big object":   {base + "sources: {eventlog_objects: {objects: [{name: LoginEvent, big_object: true}]}}\n", "big objects need a newest-first drain"},
+		"big object":   {base + "sources: {eventlog_objects: {objects: [{name: LoginEvent, big_object: maybe}]}}\n", `objects[0].big_object: "maybe" is not auto, true or false`},
 		"bad name":     {base + "sources: {eventlog_objects: {objects: [{name: 'Login Event'}]}}\n", `"Login Event" is not an object API name`},
 		"twice":        {base + "sources: {eventlog_objects: {objects: [{name: A}, {name: A}]}}\n", "A is listed twice"},
 		"no auth":      {"sink: {loki: {url: http://l}}\nsources: {eventlog_objects: {objects: [{name: A}]}}\n", "salesforce.auth_mode: required when sources.eventlog_objects.objects is set"},

@@ -155,8 +155,8 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		if !salesforce.ValidName(o.TimestampField) {
 			add(path+".timestamp_field", "%q is not a field API name (letters, digits and _ only)", o.TimestampField)
 		}
-		if o.BigObject {
-			add(path+".big_object", "big objects need a newest-first drain, which sf2loki does not have yet; remove %s or set big_object: false for an object that supports ORDER BY %s ASC", o.Name, o.TimestampField)
+		if _, err := salesforce.IsBigObject(o.Name, o.BigObject); err != nil {
+			add(path+".big_object", "%q is not auto, true or false", o.BigObject)
 		}
 	}
 	if elf := c.Sources.EventLogFile; len(elf.EventTypes) > 0 {

@@ -132,7 +132,7 @@ func TestELFStreamsFilesWithThePreFileCheckpointUntilTheLastRow(t *testing.T) {
 		t.Fatalf("checkpoints %q", []string{api[0].Checkpoint.Value, api[1].Checkpoint.Value, api[2].Checkpoint.Value, api[3].Checkpoint.Value, api[4].Checkpoint.Value})
 	}
 	var row map[string]string
-	if err := json.Unmarshal([]byte(api[0].Line), &row); err != nil || row["QUERY"] != "SELECT Id\nFROM Account" ||
+	if err := json.Unmarshal([]byte(api[0].Line), &row); err != nil || row["QUERY"] != "SELECT Id\r\nFROM Account" ||
 		api[0].Labels["source"] != "eventlogfile" || api[0].Labels["event_type"] != "API" || api[0].Metadata["level"] != "info" || api[0].Time != time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) {
 		t.Fatalf("entry %+v", api[0])
 	}

@@ -1,6 +1,7 @@
 package salesforce
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,11 +28,19 @@ type ObjectSpec struct {
 	// Settle re-reads this window behind the watermark each cycle and
 	// drops the Ids already emitted: rows that become visible late (a
 	// timestamp behind the watermark) are not lost.
-	Settle            time.Duration
-	MaxCatchupRecords int // per cycle; 0 = unbounded
+	Settle time.Duration
+	// MaxCatchupRecords bounds the rows one poll emits (0 = unbounded); for
+	// a big object it bounds the window held in memory and committed at
+	// once.
+	MaxCatchupRecords int
+	// BigObject is "auto" (or empty: the standard big objects and names
+	// ending in __b), "true" or "false".
+	BigObject string
+	big       bool
 }
 
-// SOQLSource polls objects with ascending SOQL queries.
+// SOQLSource polls objects with SOQL: an ordinary object ascending by its
+// timestamp field, a big object newest first (bigobject.go).
 type SOQLSource struct {
 	auth    *Auth
 	version string
@@ -47,6 +56,7 @@ type SOQLSource struct {
 
 	mu             sync.Mutex
 	throttledUntil time.Time
+	fields         map[string][]string // described field lists, by object
 }
 
 // PageSize is the most rows one FIELDS(ALL) query may return.
@@ -86,6 +96,11 @@ func NewSOQLSource(auth *Auth, apiVersion string, objects []ObjectSpec, clk port
 		if o.Lookback <= 0 {
 			o.Lookback = time.Hour
 		}
+		big, err := IsBigObject(o.Name, o.BigObject)
+		if err != nil {
+			return nil, err
+		}
+		o.big = big
 		out[i] = o
 	}
 	if log == nil {
@@ -100,13 +115,14 @@ func (s *SOQLSource) Name() string { return "eventlog_objects" }
 // Lane implements ports.Source: polled objects are bulk.
 func (s *SOQLSource) Lane() ports.Lane { return ports.LaneBulk }
 
-// cursor is an object's position: the newest timestamp emitted and the Ids
-// emitted within the settle window behind it.
+// cursor is an object's position: the newest timestamp emitted (as
+// Salesforce wrote it, to the millisecond) and the newest Ids emitted (for
+// a big object, EventIdentifiers), which tell the rows at and just behind
+// it apart.
 type cursor struct {
 	LastTS string   `json:"last_ts"`
 	IDs    []string `json:"ids"`
 	last   time.Time
-	lastID string
 }
 
 // Run implements ports.Source: one polling loop per object.
@@ -143,7 +159,7 @@ func (s *SOQLSource) resumeCursor(o ObjectSpec, resume func(string) (string, boo
 			s.GarbageCheckpoint()
 		}
 	}
-	start := s.clock.Now().Add(-o.Lookback).UTC()
+	start := s.clock.Now().Add(-o.Lookback).UTC().Truncate(time.Millisecond)
 	return &cursor{LastTS: start.Format(sfTimeLayout), last: start}
 }
 
@@ -209,77 +225,164 @@ func (s *SOQLSource) loop(ctx context.Context, o ObjectSpec, cur *cursor, emit f
 	}
 }
 
-// cycle drains an object from its cursor: the first page re-reads the
-// settle window, later pages continue strictly after the last row.
+// row is one record read: its key (Id; for a big object EventIdentifier),
+// its timestamp, and the record.
+type row struct {
+	key string
+	t   time.Time
+	ts  string
+	rec map[string]any
+}
+
+// rows reads the key and timestamp of each record.
+func (s *SOQLSource) rows(o ObjectSpec, recs []map[string]any) ([]row, error) {
+	out := make([]row, len(recs))
+	for i, rec := range recs {
+		ts, _ := rec[o.TimestampField].(string)
+		t, err := ParseTime(ts)
+		key := rowKey(o, rec)
+		if key == "" || err != nil {
+			return nil, fmt.Errorf("salesforce: %s row without Id or a readable %s: %v", o.Name, o.TimestampField, rec["Id"])
+		}
+		out[i] = row{key: key, t: t, ts: ts, rec: rec}
+	}
+	return out, nil
+}
+
+// cycle drains an object from its cursor.
+//
+// SOQL dateTime literals have whole seconds, so every query starts at the
+// start of a second: the first at the second holding the watermark (less
+// settle), and rows already emitted are told apart in the client: a row
+// before the cut (the watermark less settle, to the millisecond) is
+// behind it, a row at or after it whose Id the cursor carries was
+// emitted. An ordinary object is read ascending by (timestamp, Id); a full
+// page continues from the start of its last row's second, or, when the
+// whole page lies in one second, that second is read whole, by Id, and the
+// drain goes on from the next.
 func (s *SOQLSource) cycle(ctx context.Context, o ObjectSpec, cur *cursor, emit func(ports.Entry) error) error {
+	if o.big {
+		return s.bigCycle(ctx, o, cur, emit)
+	}
+	cut := cur.last.Add(-o.Settle)
 	seen := map[string]bool{}
 	for _, id := range cur.IDs {
 		seen[id] = true
 	}
-	where := fmt.Sprintf("%s >= %s", o.TimestampField, literal(cur.last.Add(-o.Settle)))
 	emitted := 0
-	for {
-		q := fmt.Sprintf("SELECT FIELDS(ALL) FROM %s WHERE %s ORDER BY %s ASC, Id ASC LIMIT %d", o.Name, where, o.TimestampField, PageSize)
-		rows, err := Query(ctx, s.auth, s.version, q)
-		if err != nil {
-			return err
-		}
-		for _, rec := range rows {
-			id, _ := rec["Id"].(string)
-			ts, _ := rec[o.TimestampField].(string)
-			t, err := ParseTime(ts)
-			if id == "" || err != nil {
-				return fmt.Errorf("salesforce: %s row without Id or a readable %s: %v", o.Name, o.TimestampField, rec["Id"])
-			}
-			cur.lastID = id
-			if seen[id] {
+	take := func(rows []row) error {
+		for _, r := range rows {
+			if r.t.Before(cut) || seen[r.key] {
 				continue
 			}
-			seen[id] = true
-			if t.After(cur.last) {
-				cur.last, cur.LastTS = t, ts
+			seen[r.key] = true
+			if r.t.After(cur.last) {
+				cur.last, cur.LastTS = r.t, r.ts
 			}
-			cur.IDs = carried(cur.IDs, id)
-			entry, err := s.entry(o, rec, t, cur)
+			cur.IDs = carried(cur.IDs, r.key)
+			line, level, err := render(r.rec)
 			if err != nil {
 				return err
 			}
-			if err := emit(entry); err != nil {
+			if err := emit(s.entry(o, line, level, r.t, cur.encode())); err != nil {
 				return err
 			}
 			emitted++
 		}
+		return nil
+	}
+	from := cut.Truncate(time.Second)
+	for {
+		q := fmt.Sprintf("SELECT FIELDS(ALL) FROM %s WHERE %s >= %s ORDER BY %s ASC, Id ASC LIMIT %d",
+			o.Name, o.TimestampField, literal(from), o.TimestampField, PageSize)
+		recs, err := Query(ctx, s.auth, s.version, q)
+		if err != nil {
+			return err
+		}
+		rows, err := s.rows(o, recs)
+		if err != nil {
+			return err
+		}
+		if err := take(rows); err != nil {
+			return err
+		}
 		if len(rows) < PageSize || (o.MaxCatchupRecords > 0 && emitted >= o.MaxCatchupRecords) {
 			return nil
 		}
-		last := rows[len(rows)-1]
-		lt, _ := ParseTime(last[o.TimestampField].(string))
-		where = fmt.Sprintf("(%s > %s OR (%s = %s AND Id > '%s'))", o.TimestampField, literal(lt), o.TimestampField, literal(lt), cur.lastID)
+		sec := rows[len(rows)-1].t.Truncate(time.Second)
+		if !rows[0].t.Truncate(time.Second).Equal(sec) {
+			from = sec // the rest of this second and later ones
+			continue
+		}
+		whole, err := s.secondByID(ctx, o, sec)
+		if err != nil {
+			return err
+		}
+		if err := take(whole); err != nil {
+			return err
+		}
+		from = sec.Add(time.Second)
 	}
 }
 
-// carried appends id and keeps the newest maxCarriedIDs.
+// secondByID reads every row of an ordinary object in one second, paging
+// by Id, and returns them ascending by (timestamp, Id).
+func (s *SOQLSource) secondByID(ctx context.Context, o ObjectSpec, sec time.Time) ([]row, error) {
+	var all []row
+	after := ""
+	for {
+		cond := fmt.Sprintf("%s >= %s AND %s < %s", o.TimestampField, literal(sec), o.TimestampField, literal(sec.Add(time.Second)))
+		if after != "" {
+			cond += fmt.Sprintf(" AND Id > '%s'", after)
+		}
+		recs, err := Query(ctx, s.auth, s.version, fmt.Sprintf("SELECT FIELDS(ALL) FROM %s WHERE %s ORDER BY Id ASC LIMIT %d", o.Name, cond, PageSize))
+		if err != nil {
+			return nil, err
+		}
+		rows, err := s.rows(o, recs)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, rows...)
+		if len(rows) < PageSize {
+			break
+		}
+		if after = rows[len(rows)-1].key; !identifier.MatchString(after) {
+			return nil, fmt.Errorf("salesforce: %s row with an Id that cannot be a query value: %q", o.Name, after)
+		}
+	}
+	slices.SortFunc(all, func(a, b row) int { return cmp.Or(a.t.Compare(b.t), strings.Compare(a.key, b.key)) })
+	return all, nil
+}
+
+// carried appends id and keeps the newest maxCarriedIDs (the backing
+// array is reused: once it is full, append moves the newest into a new
+// one).
 func carried(ids []string, id string) []string {
 	ids = append(ids, id)
 	if len(ids) > maxCarriedIDs {
-		ids = slices.Clone(ids[len(ids)-maxCarriedIDs:])
+		ids = ids[len(ids)-maxCarriedIDs:]
 	}
 	return ids
 }
 
-func (s *SOQLSource) entry(o ObjectSpec, rec map[string]any, t time.Time, cur *cursor) (ports.Entry, error) {
+// render is a record's Loki line (sorted-key JSON without attributes) and
+// level.
+func render(rec map[string]any) (line, level string, err error) {
 	delete(rec, "attributes")
-	line, err := json.Marshal(rec) // maps marshal with sorted keys
-	if err != nil {
-		return ports.Entry{}, err
-	}
-	pos, err := json.Marshal(cur)
-	if err != nil {
-		return ports.Entry{}, err
-	}
-	return ports.Entry{Time: t, Line: string(line), Metadata: map[string]string{"level": RecordLevel(rec)},
+	b, err := json.Marshal(rec) // maps marshal with sorted keys
+	return string(b), RecordLevel(rec), err
+}
+
+func (c *cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+func (s *SOQLSource) entry(o ObjectSpec, line, level string, t time.Time, checkpoint string) ports.Entry {
+	return ports.Entry{Time: t, Line: line, Metadata: map[string]string{"level": level},
 		Labels:     map[string]string{"source": "eventlog_objects", "event_type": o.Name},
-		Checkpoint: ports.Checkpoint{Key: SOQLKeyPrefix + o.Name, Value: string(pos)}}, nil
+		Checkpoint: ports.Checkpoint{Key: SOQLKeyPrefix + o.Name, Value: checkpoint}}
 }
 
 // Query runs one SOQL query with auth and follows nextRecordsUrl.
@@ -338,8 +441,10 @@ func ParseTime(s string) (time.Time, error) {
 	return t.UTC(), err
 }
 
-// literal renders t as a SOQL datetime literal (UTC, milliseconds).
-func literal(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+// literal renders t as a SOQL dateTime literal in its documented form,
+// YYYY-MM-DDThh:mm:ssZ: whole seconds (a fraction is cut off, so a lower
+// bound written with it is at or before t).
+func literal(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
 
 // Describe reports whether object exists for this user and is queryable.
 func Describe(ctx context.Context, auth *Auth, apiVersion, object string) (bool, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -49,13 +50,19 @@ func (c *collected) last() ports.Entry {
 
 func soqlSource(t *testing.T, org *fakesf.Org, spec salesforce.ObjectSpec) *salesforce.SOQLSource {
 	t.Helper()
+	return soqlSourceLog(t, org, spec, nil)
+}
+
+// soqlSourceLog is soqlSource logging to log.
+func soqlSourceLog(t *testing.T, org *fakesf.Org, spec salesforce.ObjectSpec, log *slog.Logger) *salesforce.SOQLSource {
+	t.Helper()
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
 	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := salesforce.NewSOQLSource(a, "60.0", []salesforce.ObjectSpec{spec}, clockAt(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)), nil)
+	s, err := salesforce.NewSOQLSource(a, "60.0", []salesforce.ObjectSpec{spec}, clockAt(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,38 +97,48 @@ func runFor(t *testing.T, s *salesforce.SOQLSource, resume map[string]string, c 
 }
 
 func TestSOQLDrainsInOrderAcrossPagesAndTies(t *testing.T) {
-	// Answers come in batches of 90 behind nextRecordsUrl.
+	// An ordinary object (LoginHistory, by LoginTime); answers come in
+	// batches of 90 behind nextRecordsUrl.
 	org := &fakesf.Org{Batch: 90}
 	base := time.Date(2026, 11, 28, 11, 30, 0, 0, time.UTC)
-	// 450 rows: 250 of them share one timestamp (ties across a page edge).
+	// 450 rows within one second: 250 of them share one millisecond (ties
+	// across a page edge).
 	for i := range 450 {
 		ts := base.Add(time.Duration(i) * time.Millisecond)
 		if i >= 100 && i < 350 {
 			ts = base.Add(100 * time.Millisecond)
 		}
-		org.Add(fmt.Sprintf("0AT%05d", i), ts)
+		org.AddTo("LoginHistory", "LoginTime", fmt.Sprintf("0AT%05d", i), ts)
 	}
 	c := &collected{}
-	runFor(t, soqlSource(t, org, salesforce.ObjectSpec{Name: "LoginEvent", PollInterval: time.Hour}), nil, c, 450)
+	runFor(t, soqlSource(t, org, salesforce.ObjectSpec{Name: "LoginHistory", TimestampField: "LoginTime", PollInterval: time.Hour}), nil, c, 450)
 	ids := c.ids()
 	if len(ids) != 450 || !slices.IsSorted(ids) {
 		t.Fatalf("%d ids, sorted %v", len(ids), slices.IsSorted(ids))
 	}
-	if want := "0AT00449"; !strings.Contains(c.last().Checkpoint.Value, want) || c.last().Checkpoint.Key != "eventlog_objects:LoginEvent" {
+	if want := "0AT00449"; !strings.Contains(c.last().Checkpoint.Value, want) || c.last().Checkpoint.Key != "eventlog_objects:LoginHistory" {
 		t.Fatalf("last checkpoint %+v", c.last().Checkpoint)
 	}
 	e := c.entries[0]
-	if e.Labels["source"] != "eventlog_objects" || e.Labels["event_type"] != "LoginEvent" || strings.Contains(e.Line, "attributes") || e.Metadata["level"] != "info" ||
+	if e.Labels["source"] != "eventlog_objects" || e.Labels["event_type"] != "LoginHistory" || strings.Contains(e.Line, "attributes") || e.Metadata["level"] != "info" ||
 		!e.Time.Equal(base) {
 		t.Fatalf("entry shape %+v", e)
 	}
-	// 3 pages: a full one, a full one after the compound cursor, the rest.
-	if len(org.Queries) != 3 || !strings.Contains(org.Queries[1], "AND Id > '0AT00199'") {
-		t.Fatalf("queries %q", org.Queries)
+	// A full first page inside one second: the second is read whole, by Id
+	// (200 + 200 + 50), then the drain goes on from the next second.
+	q := org.Snapshot()
+	if len(q) != 5 || !strings.Contains(q[0], "LoginTime >= 2026-11-28T11:00:00Z ORDER BY LoginTime ASC, Id ASC LIMIT 200") ||
+		!strings.Contains(q[1], "LoginTime >= 2026-11-28T11:30:00Z AND LoginTime < 2026-11-28T11:30:01Z ORDER BY Id ASC LIMIT 200") ||
+		!strings.Contains(q[2], "AND Id > '0AT00199'") || !strings.Contains(q[3], "AND Id > '0AT00399'") ||
+		!strings.Contains(q[4], "LoginTime >= 2026-11-28T11:30:01Z ORDER BY") {
+		t.Fatalf("queries %q", q)
 	}
-	// 200 rows come as 90 + 90 + 20: two locators for each full query.
-	if org.Follows() != 4 {
-		t.Fatalf("%d nextRecordsUrl pages read, want 4", org.Follows())
+	// 200 rows come as 90 + 90 + 20: two locators for each full answer.
+	if org.Follows() != 6 {
+		t.Fatalf("%d nextRecordsUrl pages read, want 6", org.Follows())
+	}
+	if r := org.RejectedSoFar(); len(r) > 0 {
+		t.Fatalf("the org refused %q", r)
 	}
 }
 
@@ -137,7 +154,7 @@ func TestQueryFollowsNextRecordsURLAndReportsA5xxAsTransient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := "SELECT FIELDS(ALL) FROM LoginEvent WHERE EventDate >= 2026-11-28T00:00:00.000Z ORDER BY EventDate ASC, Id ASC LIMIT 200"
+	q := "SELECT FIELDS(ALL) FROM LoginEvent WHERE EventDate >= 2026-11-28T00:00:00Z ORDER BY EventDate DESC LIMIT 200"
 	if _, err := salesforce.Query(t.Context(), a, "60.0", q); !ports.IsTransient(err) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("a 503: %v, want a transient error naming the status", err)
 	}
@@ -149,8 +166,9 @@ func TestQueryFollowsNextRecordsURLAndReportsA5xxAsTransient(t *testing.T) {
 	for _, r := range rows {
 		ids = append(ids, r["Id"].(string))
 	}
+	slices.Reverse(ids) // newest first
 	if len(ids) != 20 || !slices.IsSorted(ids) || org.Follows() != 2 {
-		t.Fatalf("%d rows %v after %d locator pages: want all 20 in order over 7 + 7 + 6", len(ids), ids, org.Follows())
+		t.Fatalf("%d rows %v after %d locator pages: want all 20 newest first over 7 + 7 + 6", len(ids), ids, org.Follows())
 	}
 }
 

@@ -12,7 +12,10 @@ import (
 )
 
 // ELFOrg serves EventLogFile listings (by type and CreatedDate, and the
-// GROUP BY discovery) and LogFile bodies, and mints tokens.
+// GROUP BY discovery) and LogFile bodies, and mints tokens. Bodies are
+// served as Salesforce writes its CSV: every line ends in CRLF, and so does
+// every line break inside a quoted field. A listing's CreatedDate literal
+// must be in a documented SOQL dateTime form (no fractional seconds).
 type ELFOrg struct {
 	mu     sync.Mutex
 	files  []map[string]any // Id, EventType, Interval, CreatedDate
@@ -45,20 +48,27 @@ var (
 	elfCreated = regexp.MustCompile(`CreatedDate >= (\S+) ORDER`)
 )
 
-// Add stores (or regenerates) a file.
+// Add stores (or regenerates) a file. Its line breaks (LF or CRLF) are
+// stored as CRLF.
 func (o *ELFOrg) Add(id, typ string, created time.Time, body string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.files = slices.DeleteFunc(o.files, func(f map[string]any) bool { return f["Id"] == id })
 	o.files = append(o.files, map[string]any{"Id": id, "EventType": typ, "Interval": "Hourly",
-		"CreatedDate": created.UTC().Format("2006-01-02T15:04:05.000+0000")})
+		"CreatedDate": created.UTC().Format(restTime),
+		"attributes":  map[string]any{"type": "EventLogFile", "url": "/services/data/v60.0/sobjects/EventLogFile/" + id}})
 	slices.SortFunc(o.files, func(a, b map[string]any) int {
 		return strings.Compare(a["CreatedDate"].(string)+a["Id"].(string), b["CreatedDate"].(string)+b["Id"].(string))
 	})
 	if o.bodies == nil {
 		o.bodies = map[string]string{}
 	}
-	o.bodies[id] = body
+	o.bodies[id] = CRLF(body)
+}
+
+// CRLF rewrites every line break of s (LF or CRLF) as CRLF.
+func CRLF(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")
 }
 
 // ServeHTTP answers the token, query and LogFile endpoints.
@@ -107,18 +117,29 @@ func (o *ELFOrg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		} else {
-			typ := elfType.FindStringSubmatch(q)[1]
-			from, _ := time.Parse("2006-01-02T15:04:05.000Z", elfCreated.FindStringSubmatch(q)[1])
+			typ, created := elfType.FindStringSubmatch(q), elfCreated.FindStringSubmatch(q)
+			if typ == nil || created == nil {
+				sfError(w, http.StatusBadRequest, "MALFORMED_QUERY", "the fake org does not answer: "+q)
+				return
+			}
+			from, err := ParseDateTimeLiteral(created[1])
+			if err != nil {
+				sfError(w, http.StatusBadRequest, "MALFORMED_QUERY", "value of filter criterion for field 'CreatedDate' must be of type dateTime: "+err.Error())
+				return
+			}
 			for _, f := range o.files {
-				c, _ := time.Parse("2006-01-02T15:04:05.000-0700", f["CreatedDate"].(string))
-				if f["EventType"] == typ && !c.Before(from) {
+				if f["EventType"] != typ[1] {
+					continue
+				}
+				c, _ := time.Parse(restTime, f["CreatedDate"].(string))
+				if !c.Before(from) {
 					out = append(out, f)
 				}
 			}
 		}
 		o.pages.answer(w, "60.0", out, o.Batch)
 	default:
-		http.NotFound(w, r)
+		sfError(w, http.StatusNotFound, "NOT_FOUND", "The requested resource does not exist")
 	}
 }
 
@@ -129,15 +150,15 @@ func (o *ELFOrg) DownloadsSoFar() []string {
 	return slices.Clone(o.Downloads)
 }
 
-// APIEventLogFile is an API EventLogFile body of n rows, about 117 bytes
-// each (450,000 rows make 50 MB): every row holds a quoted newline in its
-// QUERY field.
+// APIEventLogFile is an API EventLogFile body of n rows, about 119 bytes
+// each (450,000 rows make 50 MB), as Salesforce writes it: CRLF line ends,
+// and a quoted CRLF in every row's QUERY field.
 func APIEventLogFile(n int) string {
 	var b strings.Builder
-	b.Grow(n * 120)
-	b.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,USER_ID,URI,QUERY\n")
+	b.Grow(n * 122)
+	b.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,USER_ID,URI,QUERY\r\n")
 	for i := range n {
-		fmt.Fprintf(&b, "API,2026-11-28T10:%02d:%02d.000Z,005%012d,/services/data/v60.0/query,\"SELECT Id, Name\nFROM Account WHERE Id = '%d'\"\n",
+		fmt.Fprintf(&b, "API,2026-11-28T10:%02d:%02d.000Z,005%012d,/services/data/v60.0/query,\"SELECT Id, Name\r\nFROM Account WHERE Id = '%d'\"\r\n",
 			(i/60)%60, i%60, i, i)
 	}
 	return b.String()
