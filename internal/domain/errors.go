@@ -37,6 +37,8 @@ var (
 
 // StalledError is the liveness guard's verdict. It unwraps to ErrStalled.
 type StalledError struct {
+	// Lane is the lane that stalled.
+	Lane string
 	// For is how long nothing was pushed or committed.
 	For time.Duration
 	// Pending is how many entries were waiting.
@@ -44,8 +46,8 @@ type StalledError struct {
 }
 
 func (e *StalledError) Error() string {
-	return fmt.Sprintf("pipeline stalled: %d entries waiting and no successful push or commit for %s; "+
-		"check sink.loki (sf2loki doctor pushes a test entry) and the state store", e.Pending, e.For.Round(time.Second))
+	return fmt.Sprintf("pipeline stalled: %d entries waiting in the %s lane and no successful push or commit there for %s; "+
+		"check sink.loki (sf2loki doctor pushes a test entry) and the state store", e.Pending, e.Lane, e.For.Round(time.Second))
 }
 
 // Unwrap returns ErrStalled.

@@ -440,7 +440,9 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 		k.setBlocked(BlockedResigned, holdWhy)
 		return StepResult{Role: RoleStandby, Next: r, Reason: "holding off after resigning: " + holdWhy}
 	case !d.claim:
-		k.setBlocked("", "")
+		if err == nil {
+			k.setBlocked("", "") // a read that failed transiently changes nothing
+		}
 		return StepResult{Role: RoleStandby, Next: d.wait, Reason: d.reason, Err: err}
 	}
 	var floor uint64
@@ -448,8 +450,13 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 		f, ferr := k.cfg.EpochFloor(ctx)
 		if ferr != nil {
 			code, what := BlockedCheckpointUnreadable, "cannot be read"
-			if errors.Is(ferr, ErrCorrupt) {
+			switch {
+			case errors.Is(ferr, ErrCorrupt):
 				code, what = BlockedCheckpointCorrupt, "is corrupt"
+			case ports.IsTransient(ferr) || ctx.Err() != nil:
+				// A passing outage: not contesting this round, and the
+				// reason (if any) stays as it was.
+				return StepResult{Role: RoleStandby, Next: r, Reason: "cannot read the epoch floor, not contesting", Err: ferr}
 			}
 			k.setBlocked(code, fmt.Sprintf("the checkpoint document %s; every new epoch must exceed the one it stores, so no replica can lead "+
 				"until it is repaired (sf2loki doctor shows how): %v", what, ferr))

@@ -186,3 +186,28 @@ func TestLeaseKeeperRenewalLostAckAcrossRounds(t *testing.T) {
 		}
 	})
 }
+
+// The next call's own first attempt may fail transiently before its
+// precondition failure shows: the verification still recognises the
+// earlier call's write.
+func TestCommitterLostAckAcrossCallsAfterATransientFirstAttempt(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		m := porttest.NewMemoryCAS("state")
+		c, rec := newCommitter(t, m, clk)
+		if err := c.Commit(ctx(t), "base", "0"); err != nil {
+			t.Fatal(err)
+		}
+		applyThenFailEveryAttempt(m)
+		call(t, clk, func() { _ = c.Commit(ctx(t), "a", "1") })
+		m.ClearFaults()
+		m.Inject(porttest.Fault{Op: porttest.OpPut, Err: porttest.ErrUnavailable, Times: 1})
+		var err error
+		call(t, clk, func() { err = c.Commit(ctx(t), "b", "2") })
+		if err != nil {
+			t.Fatalf("got %v, want the earlier write recognised", err)
+		}
+		if doc := docOf(t, m); doc["a"] != "1" || doc["b"] != "2" || rec.count(domain.EventConflict) != 0 {
+			t.Fatalf("document %v, events %v", doc, rec.kinds())
+		}
+	})
+}

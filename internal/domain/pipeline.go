@@ -186,11 +186,9 @@ func (p *poison) has(key string) bool {
 // the first fatal error: a sink's non-transient error, a fence or conflict
 // from the committer, or a source's failure.
 func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, resume func(string) (string, bool), sources []ports.Source) error {
-	live := &liveness{}
-	live.progress(p.clock.Now())
 	lanes := map[ports.Lane]*lane{
-		ports.LaneRealtime: newLane("realtime", p.cfg.Realtime, live),
-		ports.LaneBulk:     newLane("bulk", p.cfg.Bulk, live),
+		ports.LaneRealtime: newLane("realtime", p.cfg.Realtime, p.clock.Now()),
+		ports.LaneBulk:     newLane("bulk", p.cfg.Bulk, p.clock.Now()),
 	}
 	srcCtx, stopSources := context.WithCancelCause(ctx)
 	defer stopSources(nil)
@@ -219,16 +217,17 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 			}
 		})
 	}
+	var watcher sync.WaitGroup
+	watchCtx, stopWatch := context.WithCancel(drain)
+	defer stopWatch()
 	if p.cfg.StallTimeout > 0 {
-		watchCtx, stopWatch := context.WithCancel(drain)
-		defer stopWatch()
-		go func() {
-			if err := p.watch(watchCtx, live); err != nil {
+		watcher.Go(func() {
+			if err := p.watch(watchCtx, lanes); err != nil {
 				p.log.Error("pipeline stalled: abandoning the batches in flight, uncommitted", "error", err)
 				fail(err)
 				abandon()
 			}
-		}()
+		})
 	}
 	var consumers sync.WaitGroup
 	poisoned := &poison{keys: map[string]bool{}}
@@ -243,17 +242,24 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 		consumers.Go(func() { p.consume(drain, l, commits, poisoned, func(err error) { fail(err); abandon() }) })
 	}
 	consumers.Wait()
+	stopWatch()
+	watcher.Wait()
+	errMu.Lock()
+	defer errMu.Unlock()
 	return firstErr
 }
 
-func newLane(name string, cfg LaneConfig, live *liveness) *lane {
-	return &lane{name: name, cfg: cfg, ch: make(chan ports.Entry, cfg.QueueEntries),
-		bytes: &budget{max: cfg.QueueBytes, freed: make(chan struct{})}, live: live}
+func newLane(name string, cfg LaneConfig, now time.Time) *lane {
+	l := &lane{name: name, cfg: cfg, ch: make(chan ports.Entry, cfg.QueueEntries),
+		bytes: &budget{max: cfg.QueueBytes, freed: make(chan struct{})}, live: &liveness{}}
+	l.live.progress(now)
+	return l
 }
 
-// liveness is what the stall guard watches: entries accepted into a lane
-// and not yet flushed, and when a push or a commit last succeeded (or the
-// pipeline was last idle).
+// liveness is what the stall guard watches in one lane: entries accepted
+// into it and not yet flushed, and when one of its pushes or commits last
+// succeeded (or it was last idle). Each lane has its own, so a lane stuck
+// behind a refusing sink is noticed while the other one flows.
 type liveness struct {
 	pending atomic.Int64
 	last    atomic.Int64 // UnixNano on the pipeline's clock
@@ -261,9 +267,9 @@ type liveness struct {
 
 func (l *liveness) progress(now time.Time) { l.last.Store(now.UnixNano()) }
 
-// watch returns a *StalledError once entries have been pending with no
-// progress for StallTimeout; nil when ctx ends.
-func (p *Pipeline) watch(ctx context.Context, live *liveness) error {
+// watch returns a *StalledError once a lane has had entries pending with
+// no progress for StallTimeout; nil when ctx ends.
+func (p *Pipeline) watch(ctx context.Context, lanes map[ports.Lane]*lane) error {
 	limit := p.cfg.StallTimeout
 	tick := max(limit/10, time.Millisecond)
 	for {
@@ -273,13 +279,15 @@ func (p *Pipeline) watch(ctx context.Context, live *liveness) error {
 		case <-p.clock.After(tick):
 		}
 		now := p.clock.Now()
-		pending := live.pending.Load()
-		if pending == 0 {
-			live.progress(now)
-			continue
-		}
-		if since := now.Sub(time.Unix(0, live.last.Load())); since >= limit {
-			return &StalledError{For: since, Pending: pending}
+		for _, l := range lanes {
+			pending := l.live.pending.Load()
+			if pending == 0 {
+				l.live.progress(now)
+				continue
+			}
+			if since := now.Sub(time.Unix(0, l.live.last.Load())); since >= limit {
+				return &StalledError{Lane: l.name, For: since, Pending: pending}
+			}
 		}
 	}
 }

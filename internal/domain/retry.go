@@ -157,21 +157,24 @@ func (r *requester) put(ctx context.Context, data []byte, pre ports.Precondition
 
 // putWith writes data under pre.
 //
-// A precondition failure on the first attempt is a genuine loss, unless an
-// earlier call's write ended with its outcome unknown: then putWith re-reads
-// once, and if the stored bytes are exactly that write's, adopts the stored
-// version, rebases data on it and sends it again (adopted). Otherwise it
-// returns an error wrapping errLostCAS and ports.ErrPreconditionFailed. On a
-// retry it may be this call's own earlier attempt that landed without an
-// acknowledgement, so putWith re-reads once (itself retried on transient
-// errors): identical bytes mean success with the fetched version; anything
-// else is a loss. A write that lands without a version (a store that
-// returned none) is read back to learn it.
+// A precondition failure is a genuine loss unless a write of this process
+// explains it, so it is verified by re-reading once (itself retried on
+// transient errors), exactly as a retry would:
+//   - an earlier attempt of this call may have landed without an
+//     acknowledgement: identical bytes mean success with the fetched version
+//     (recovered);
+//   - an earlier call's write whose outcome was unknown may have landed:
+//     its bytes stored mean putWith adopts the stored version, rebases data
+//     on it and sends it again (adopted, at most once per call).
+//
+// Anything else returns an error wrapping errLostCAS and
+// ports.ErrPreconditionFailed. A write that lands without a version (a
+// store that returned none) is read back to learn it.
 func (r *requester) putWith(ctx context.Context, data []byte, pre ports.Precondition, opts putOptions) (res writeResult, err error) {
 	res = writeResult{sentAt: r.clock.Now(), data: data}
-	// maybeLanded: an attempt of this call was sent and its outcome is
-	// unknown. first: the next attempt is the first at this precondition.
-	maybeLanded, first := false, true
+	// maybeLanded: an attempt of this call at the current bytes was sent and
+	// its outcome is unknown.
+	maybeLanded := false
 	defer func() {
 		switch {
 		case err == nil && res.version == "":
@@ -185,6 +188,8 @@ func (r *requester) putWith(ctx context.Context, data []byte, pre ports.Precondi
 		case maybeLanded:
 			r.unknown = data
 		}
+		// Otherwise (nothing of this call can have landed) an earlier
+		// unknown write stays remembered.
 	}()
 	var lastErr error
 	for attempt := 1; attempt <= r.policy.MaxAttempts; attempt++ {
@@ -205,29 +210,31 @@ func (r *requester) putWith(ctx context.Context, data []byte, pre ports.Precondi
 		switch {
 		case err == nil:
 			return r.landed(ctx, res, data, v)
-		case lostCAS(err, pre) && first && !maybeLanded:
-			stored, ok := r.adoptUnknown(ctx)
-			if !ok {
+		case lostCAS(err, pre):
+			adoptable := r.unknown != nil && !res.adopted
+			if !maybeLanded && !adoptable {
 				return res, fmt.Errorf("%w: %s on %s: %w", errLostCAS, pre, r.cas, err)
 			}
-			if opts.rebase != nil {
-				rebased, rerr := opts.rebase(stored)
-				if rerr != nil {
-					return res, rerr
-				}
-				data = rebased
-			}
-			pre, res.adopted, res.data, first = ports.IfVersion(stored.Version), true, data, true
-			lastErr = err
-			continue
-		case lostCAS(err, pre):
 			obj, gerr := r.get(ctx)
-			if gerr == nil && bytes.Equal(obj.Data, data) {
-				res.version = obj.Version
-				res.recovered = true
+			switch {
+			case gerr == nil && maybeLanded && bytes.Equal(obj.Data, data):
+				res.version, res.recovered = obj.Version, true
 				return res, nil
+			case gerr == nil && adoptable && bytes.Equal(obj.Data, r.unknown):
+				if opts.rebase != nil {
+					rebased, rerr := opts.rebase(obj)
+					if rerr != nil {
+						return res, rerr
+					}
+					data = rebased
+				}
+				// None of this call's attempts landed: the stored bytes are
+				// the earlier call's.
+				pre, res.adopted, res.data, maybeLanded = ports.IfVersion(obj.Version), true, data, false
+				lastErr = err
+				continue
 			}
-			why := "the stored document differs from what this call wrote"
+			why := "the stored document differs from what this process wrote"
 			if gerr != nil {
 				why = fmt.Sprintf("re-reading to verify failed: %v", gerr)
 			}
@@ -238,24 +245,10 @@ func (r *requester) putWith(ctx context.Context, data []byte, pre ports.Precondi
 		case !ports.IsTransient(err):
 			return res, err
 		}
-		maybeLanded, first = true, false
+		maybeLanded = true
 		lastErr = err
 	}
 	return res, fmt.Errorf("put %s: giving up after %d attempts: %w", r.cas, r.policy.MaxAttempts, lastErr)
-}
-
-// adoptUnknown re-reads the object when an earlier write's outcome is
-// unknown and reports whether the stored bytes are exactly that write's.
-func (r *requester) adoptUnknown(ctx context.Context) (ports.Object, bool) {
-	if r.unknown == nil {
-		return ports.Object{}, false
-	}
-	obj, err := r.get(ctx)
-	if err != nil || !bytes.Equal(obj.Data, r.unknown) {
-		return ports.Object{}, false
-	}
-	r.unknown = nil
-	return obj, true
 }
 
 // landed completes a write the store acknowledged. A store that returned no
