@@ -67,15 +67,17 @@ type Daemon struct {
 	log       *slog.Logger
 	clock     ports.Clock
 
-	mu      sync.Mutex
-	work    chan struct{} // closed when the current leader work has returned
-	failure error         // a non-HA error that stops the daemon
-	stop    context.CancelCauseFunc
+	mu       sync.Mutex
+	resigned map[string]time.Time // when a resignation of each kind was last logged at ERROR
+	work     chan struct{}        // closed when the current leader work has returned
+	failure  error                // a non-HA error that stops the daemon
+	stop     context.CancelCauseFunc
 }
 
 func newDaemon(cfg *config.Config, coord Coordinator, committer *domain.CheckpointCommitter, state StateStore,
 	workload Workload, t *Telemetry, log *slog.Logger, clk ports.Clock) *Daemon {
-	d := &Daemon{cfg: cfg, coord: coord, committer: committer, state: state, workload: workload, telemetry: t, log: log, clock: clk}
+	d := &Daemon{cfg: cfg, coord: coord, committer: committer, state: state, workload: workload, telemetry: t, log: log, clock: clk,
+		resigned: map[string]time.Time{}}
 	t.SetFenceProbe(d.leading)
 	t.SetBlockedProbe(func() string { return coord.Status().Blocked })
 	return d
@@ -172,10 +174,10 @@ func (d *Daemon) lead(ctx context.Context, epoch uint64) {
 			}
 		case errors.Is(err, domain.ErrStalled):
 			d.telemetry.SetStalled(true)
-			d.resign(ctx, err.Error(), d.holdOff())
+			d.resign(ctx, "stalled", err.Error(), d.holdOff())
 			return
 		case errors.Is(err, domain.ErrCorrupt):
-			d.resign(ctx, err.Error(), d.retryAfterCorrupt())
+			d.resign(ctx, "corrupt", err.Error(), d.retryAfterCorrupt())
 			return
 		case err != nil:
 			d.fail(fmt.Errorf("leader work failed: %w", err))
@@ -187,9 +189,23 @@ func (d *Daemon) lead(ctx context.Context, epoch uint64) {
 	}
 }
 
-// resign gives leadership up for reason and waits for the term to end.
-func (d *Daemon) resign(ctx context.Context, reason string, holdOff time.Duration) {
-	d.log.Error("the leader cannot make progress; resigning so that another replica can try", "reason", reason, "hold_off", holdOff)
+// resign gives leadership up for reason and waits for the term to end. It
+// logs at ERROR once per kind of reason in ten minutes (a single instance
+// that finds the same corrupt document at every term says so once), at
+// WARN otherwise.
+func (d *Daemon) resign(ctx context.Context, kind, reason string, holdOff time.Duration) {
+	d.mu.Lock()
+	now := d.clock.Now()
+	loud := d.resigned[kind].IsZero() || now.Sub(d.resigned[kind]) >= 10*time.Minute
+	if loud {
+		d.resigned[kind] = now
+	}
+	d.mu.Unlock()
+	level := slog.LevelWarn
+	if loud {
+		level = slog.LevelError
+	}
+	d.log.Log(ctx, level, "the leader cannot make progress; resigning so that another replica can try", "reason", reason, "hold_off", holdOff)
 	d.coord.Resign(reason, holdOff)
 	<-ctx.Done()
 }
@@ -228,7 +244,7 @@ func (d *Daemon) claim(ctx context.Context, epoch uint64) error {
 			<-ctx.Done()
 			return err
 		case errors.Is(err, domain.ErrCorrupt):
-			d.resign(ctx, err.Error(), d.retryAfterCorrupt())
+			d.resign(ctx, "corrupt", err.Error(), d.retryAfterCorrupt())
 			return err
 		case errors.Is(err, ports.ErrPermissionDenied), errors.Is(err, ports.ErrBucketNotFound):
 			d.fail(fmt.Errorf("claim the checkpoint document: %w", err))

@@ -89,7 +89,7 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 		return nil, err
 	}
 	realtime, bulk := laneConfigs(cfg)
-	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, StallTimeout: cfg.Service.StallTimeout, Logger: log})
+	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, StallTimeout: cfg.EffectiveStallTimeout(), Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -314,3 +314,21 @@ func TestJWTAudience(t *testing.T) {
 		}
 	}
 }
+
+// A liveness guard shorter than one batch can legitimately take would
+// resign healthy leaders: it is raised, with a warning.
+func TestStallTimeoutIsRaisedAboveOneBatch(t *testing.T) {
+	cfg, warnings, err := config.Load(write(t, "service: {stall_timeout: 30s}\nsink: {loki: {timeout: 1m, batch: {max_wait: 5s}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.EffectiveStallTimeout(), 5*time.Second+5*time.Minute+10*time.Second; got != want {
+		t.Fatalf("effective stall timeout %s, want %s", got, want)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "service.stall_timeout 30s is shorter") {
+		t.Fatalf("warnings %q", warnings)
+	}
+	if cfg, _, _ := config.Load(""); cfg.EffectiveStallTimeout() != 5*time.Minute {
+		t.Fatalf("the default: %s", cfg.EffectiveStallTimeout())
+	}
+}

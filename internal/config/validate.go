@@ -207,6 +207,10 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		add("service.health_addr", "required")
 	}
 	// Risky pairings.
+	if st, least := c.Service.StallTimeout, c.MinStallTimeout(); st > 0 && st < least {
+		warnings = append(warnings, fmt.Sprintf("service.stall_timeout %s is shorter than one batch can legitimately take "+
+			"(sink.loki.batch.max_wait + 5 push attempts of sink.loki.timeout); the daemon uses %s", st, least))
+	}
 	if ct != CoordinateNoop && ct != CoordinateFileLease && c.State.Store == StoreFile {
 		warnings = append(warnings, fmt.Sprintf("coordinate.type %s with state.store file: every replica must mount the same state file on shared storage, "+
 			"or a new leader starts from its own stale checkpoints; use state.store s3 or gcs", ct))
@@ -429,4 +433,20 @@ func (c *Config) leaseURI() string {
 		return "file://" + c.Coordinate.FileLease.Path
 	}
 	return ""
+}
+
+// MinStallTimeout is the shortest liveness guard that cannot fire on a
+// healthy pipeline: a batch waits up to sink.loki.batch.max_wait before it
+// is pushed, and one push may take 5 attempts of sink.loki.timeout.
+func (c *Config) MinStallTimeout() time.Duration {
+	return c.Sink.Loki.Batch.MaxWait + 5*c.Sink.Loki.Timeout + 10*time.Second
+}
+
+// EffectiveStallTimeout is service.stall_timeout, raised to
+// MinStallTimeout (0 stays 0: the guard is off).
+func (c *Config) EffectiveStallTimeout() time.Duration {
+	if c.Service.StallTimeout == 0 {
+		return 0
+	}
+	return max(c.Service.StallTimeout, c.MinStallTimeout())
 }

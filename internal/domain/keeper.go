@@ -398,7 +398,9 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 		if warned := rec.Holder + "/" + rec.TTL; k.ttlWarned != warned {
 			k.ttlWarned = warned
 			k.log.Warn("the lease names a ttl far above ours; honouring at most 10x our ttl", "lease_holder", rec.Holder,
-				"lease_ttl", rec.TTL, "honoured", limit, "hint", "another deployment with a different coordinate ttl may share this lease object; give each its own")
+				"lease_ttl", rec.TTL, "honoured", limit, "hint", "every replica must run with the same ttl (a holder that renews less often than "+
+					"10x our ttl can be taken over while it still leads: duplicates in Loki, though the epoch fence keeps checkpoints safe); "+
+					"another deployment may share this lease object: give each its own")
 		}
 	}
 	held := now.Sub(k.seenAt)
@@ -775,7 +777,7 @@ func (k *LeaseKeeper) resignNow(ctx context.Context, cb Callbacks, lead *leaderT
 	k.mu.Lock()
 	k.holdUntil, k.holdWhy = k.clock.Now().Add(r.holdOff), fmt.Sprintf("resigned leadership (%s); contending again after %s", r.reason, r.holdOff)
 	k.mu.Unlock()
-	k.log.Error("resigning leadership so that another replica can take over", "epoch", epoch, "reason", r.reason, "hold_off", r.holdOff)
+	k.log.Warn("resigning leadership so that another replica can take over", "epoch", epoch, "reason", r.reason, "hold_off", r.holdOff)
 	if err := k.release(context.WithoutCancel(ctx), "resigned: "+r.reason); err != nil {
 		k.log.Warn("release after resigning failed; another replica takes over after ttl", "error", err)
 	}

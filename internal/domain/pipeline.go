@@ -438,7 +438,9 @@ func (p *Pipeline) untilDone(ctx context.Context, what string, op func() error) 
 			return err
 		}
 		d := p.retry.backoff(attempt, err)
-		p.log.Warn(what+" failed; retrying", "attempt", attempt, "wait", d, "error", err)
+		if attempt&(attempt-1) == 0 { // attempts 1, 2, 4, 8, …: a long outage does not flood the log
+			p.log.Warn(what+" failed; retrying", "attempt", attempt, "wait", d, "error", err)
+		}
 		select {
 		case <-p.clock.After(d):
 		case <-ctx.Done():

@@ -94,13 +94,29 @@ func (s *Stats) Rejecting() string {
 	return s.rejecting
 }
 
-// setRejecting records the state and reports whether it changed.
+// setRejecting records the state (the answer is kept up to date) and
+// reports whether it changed between accepting and rejecting.
 func (s *Stats) setRejecting(why string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	changed := s.rejecting != why
+	changed := (s.rejecting == "") != (why == "")
 	s.rejecting = why
 	return changed
+}
+
+// entrySpecific reports whether a 400 answer names a problem of the entries
+// themselves, which Loki's limits make it refuse one by one (too old, too
+// new, out of order, too long), rather than of the configuration (a wrong
+// path, a tenant, structured metadata not enabled).
+func entrySpecific(body string) bool {
+	b := strings.ToLower(body)
+	for _, p := range []string{"timestamp too old", "timestamp too new", "too far behind", "out of order", "line too long",
+		"max entry size", "structured metadata too large", "is too large"} {
+		if strings.Contains(b, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrRejectingAll means Loki refused every entry of a push: a wrong URL, a
@@ -271,17 +287,18 @@ func (s *Sink) Push(ctx context.Context, batch []ports.Entry) error {
 	}
 	// The rule: Loki refusing every entry of a push is a configuration
 	// error, not bad entries, when the push held more than one entry, or
-	// when nothing was accepted since the sink started or last found it so.
-	// Then nothing is dropped: the push fails (transiently) and the entries
-	// stay uncommitted. A lone refused entry after accepted pushes (too old,
-	// too long) is dropped, counted, and its checkpoint may advance.
-	if accepted == 0 && len(rejected) > 0 && (len(prepared) > 1 || !s.accepting.Load()) {
-		r := rejected[0]
+	// when nothing was accepted since the sink started or last found it so
+	// — unless every refusal names a problem of the entry itself (too old,
+	// too long: Loki's limits, which a retry never changes). Then nothing is
+	// dropped: the push fails (transiently) and the entries stay
+	// uncommitted. Entries refused for themselves are dropped, counted, and
+	// their checkpoints may advance.
+	if accepted == 0 && len(rejected) > 0 && (len(prepared) > 1 || !s.accepting.Load()) &&
+		slices.ContainsFunc(rejected, func(r rejection) bool { return !entrySpecific(r.body) }) {
+		r := rejected[slices.IndexFunc(rejected, func(r rejection) bool { return !entrySpecific(r.body) })]
 		rerr := &RejectingError{URL: s.url, Status: r.status, Body: r.body}
 		s.accepting.Store(false)
-		if s.Stats.setRejecting(fmt.Sprintf("answered %d %q", r.status, r.body)) {
-			s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", r.status, "body", r.body, "url", s.url)
-		}
+		s.rejectingNow(r.status, r.body)
 		return ports.Transient("push", rerr)
 	}
 	if accepted > 0 {
@@ -298,6 +315,17 @@ func (s *Sink) Push(ctx context.Context, batch []ports.Entry) error {
 		}
 	}
 	return nil
+}
+
+// rejectingNow records that Loki refuses every entry and logs it at ERROR
+// when that starts, at most once a minute.
+func (s *Sink) rejectingNow(status int, body string) {
+	if !s.Stats.setRejecting(fmt.Sprintf("answered %d %q", status, body)) {
+		return
+	}
+	if ok, _ := s.dropLog.allow("\x00rejecting", time.Now()); ok {
+		s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", status, "body", body, "url", s.url)
+	}
 }
 
 // rejection is an entry Loki refused on its own.
@@ -414,19 +442,22 @@ func (s *Sink) push(ctx context.Context, batch []ports.Entry, probe bool) (int, 
 		if err != nil {
 			return 0, nil, err
 		}
-		if acc == 1 { // Loki takes entries again: the rest as usual
+		if acc == 1 || entrySpecific(rej[0].body) { // not a refusal of everything: the rest as usual
 			accRest, rejRest, err := s.push(ctx, batch[1:], false)
-			return 1 + accRest, rejRest, err
+			return acc + accRest, append(rej, rejRest...), err
 		}
 		accLast, rejLast, err := s.push(ctx, batch[len(batch)-1:], false)
-		if err != nil || accLast == 0 {
-			return 0, append(rej, rejLast...), err
+		if err != nil {
+			return 0, nil, err
+		}
+		if accLast == 0 && !entrySpecific(rejLast[0].body) {
+			return 0, append(rej, rejLast...), nil // both refused: the batch is held whole
 		}
 		accMid, rejMid, err := 0, []rejection(nil), error(nil)
 		if len(batch) > 2 {
 			accMid, rejMid, err = s.push(ctx, batch[1:len(batch)-1], false)
 		}
-		return 1 + accMid, append(rej, rejMid...), err
+		return accLast + accMid, append(append(rej, rejLast...), rejMid...), err
 	}
 	half := len(batch) / 2
 	acc, rej, err := s.push(ctx, batch[:half], false)
@@ -478,9 +509,7 @@ func (s *Sink) send(ctx context.Context, batch []ports.Entry) (int, string, erro
 				// A refusal no retry fixes (wrong path, auth): every entry
 				// is refused.
 				s.accepting.Store(false)
-				if s.Stats.setRejecting(fmt.Sprintf("answered %d %q", status, answer)) {
-					s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", status, "body", answer, "url", s.url)
-				}
+				s.rejectingNow(status, answer)
 			}
 			if status == http.StatusUnauthorized || status == http.StatusForbidden {
 				if n := s.authFails.Add(1); n == 1 || n%10 == 0 {

@@ -519,3 +519,24 @@ func TestProbingDoesNotHoldABatchForItsFirstEntry(t *testing.T) {
 		t.Fatalf("stored %v, dropped %v, rejecting %q; want the 5 good entries stored and the bad one dropped", stored, s.Stats.Dropped(), s.Stats.Rejecting())
 	}
 }
+
+// Loki refusing every entry for the entries' own sake (older than
+// reject_old_samples_max_age, after a long outage or a long lookback) is
+// not a configuration error: holding them would stop the lane for good.
+// They are dropped and counted as before, and the sink is not "rejecting".
+func TestEntriesTooOldForLokiAreDroppedNotHeld(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(400)
+		_, _ = io.WriteString(w, "entry for stream '{job=\"sf2loki\"}' has timestamp too old: 2026-01-01T00:00:00Z, oldest acceptable timestamp is: 2026-11-24T00:00:00Z")
+	}))
+	defer srv.Close()
+	s := newSink(t, srv.URL, func(c *loki.Config) { c.Attempts = 1 })
+	for _, n := range []int{8, 1} {
+		if err := s.Push(t.Context(), batch(n)); err != nil {
+			t.Fatalf("push of %d too-old entries: %v, want them dropped", n, err)
+		}
+	}
+	if d := s.Stats.Dropped()["bad_request"]; d != 9 || s.Stats.Rejecting() != "" {
+		t.Fatalf("dropped %d, rejecting %q; want 9 dropped and not rejecting", d, s.Stats.Rejecting())
+	}
+}

@@ -126,11 +126,13 @@ func TestSOQLDrainsInOrderAcrossPagesAndTies(t *testing.T) {
 	}
 	// A full first page inside one second: the second is read whole, by Id
 	// (200 + 200 + 50), then the drain goes on from the next second.
+	// The run stops once the 450th entry arrives, which may be before the
+	// drain's next query (from the next second) was sent.
 	q := org.Snapshot()
-	if len(q) != 5 || !strings.Contains(q[0], "LoginTime >= 2026-11-28T11:00:00Z ORDER BY LoginTime ASC, Id ASC LIMIT 200") ||
+	if len(q) < 4 || len(q) > 5 || !strings.Contains(q[0], "LoginTime >= 2026-11-28T11:00:00Z ORDER BY LoginTime ASC, Id ASC LIMIT 200") ||
 		!strings.Contains(q[1], "LoginTime >= 2026-11-28T11:30:00Z AND LoginTime < 2026-11-28T11:30:01Z ORDER BY Id ASC LIMIT 200") ||
 		!strings.Contains(q[2], "AND Id > '0AT00199'") || !strings.Contains(q[3], "AND Id > '0AT00399'") ||
-		!strings.Contains(q[4], "LoginTime >= 2026-11-28T11:30:01Z ORDER BY") {
+		(len(q) == 5 && !strings.Contains(q[4], "LoginTime >= 2026-11-28T11:30:01Z ORDER BY")) {
 		t.Fatalf("queries %q", q)
 	}
 	// 200 rows come as 90 + 90 + 20: two locators for each full answer.
