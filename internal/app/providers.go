@@ -235,16 +235,18 @@ var keeperSet = wire.NewSet( //nolint:unused // used by wire.go
 // newSalesforceAuth reads the secrets (value or *_file) and builds the
 // org's token source. It makes no request.
 func newSalesforceAuth(sf config.Salesforce) (*salesforce.Auth, error) {
-	return newSalesforceAuthObserved(sf, nil, nil)
+	return newSalesforceAuthObserved(sf, 0, nil, nil)
 }
 
-// newSalesforceAuthObserved is newSalesforceAuth with the token source's
-// logs and, with t, its counters and failing state exported.
-func newSalesforceAuthObserved(sf config.Salesforce, log *slog.Logger, t *Telemetry) (*salesforce.Auth, error) {
+// newSalesforceAuthObserved is newSalesforceAuth with the org's throttle
+// pause, the token source's logs and, with t, its counters and failing
+// state exported.
+func newSalesforceAuthObserved(sf config.Salesforce, pause time.Duration, log *slog.Logger, t *Telemetry) (*salesforce.Auth, error) {
 	c := salesforce.Config{AuthMode: sf.AuthMode, LoginURL: sf.SalesforceLoginURL(), ClientID: strings.TrimSpace(sf.ClientID),
-		Username: strings.TrimSpace(sf.Username), OrgID: sf.OrgID, TokenTTL: sf.TokenTTL, Audience: sf.JWTAudience(), Logger: log}
+		Username: strings.TrimSpace(sf.Username), OrgID: sf.OrgID, TokenTTL: sf.TokenTTL, Audience: sf.JWTAudience(), Logger: log,
+		ThrottlePause: pause}
 	if t != nil {
-		c.Refreshed, c.MintFailed = t.SalesforceAuthRefreshed, t.SalesforceAuthFailed
+		c.Refreshed, c.MintFailed, c.Throttled = t.SalesforceAuthRefreshed, t.SalesforceAuthFailed, t.SalesforceThrottled
 	}
 	switch sf.AuthMode {
 	case salesforce.JWTBearer:

@@ -146,7 +146,7 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 		metric.WithDescription("Time to write a checkpoint, retries included."))
 	errs = append(errs, err)
 	counter(&t.requests, "sf2loki_objectstore_requests", "Requests to the lease and checkpoint stores by backend, operation and outcome.")
-	counter(&t.sfThrottled, "sf2loki_salesforce_throttled", "REQUEST_LIMIT_EXCEEDED answers by API; every object then waits one interval.")
+	counter(&t.sfThrottled, "sf2loki_salesforce_throttled", "REQUEST_LIMIT_EXCEEDED answers (the org's API limit) by the call that met it (query, logfile, rest); every REST call of the org then pauses until the next poll.")
 	counter(&t.sfRefreshes, "sf2loki_salesforce_auth_refreshes", "Salesforce tokens minted, by reason: initial, expiry (the cached token's time was up), invalid_session (a request answered 401).")
 	counter(&t.sfMintFails, "sf2loki_salesforce_auth_failures", "Salesforce token mints that failed, by reason: refused (the credentials were refused), unavailable (no answer).")
 	counter(&t.unreadable, "sf2loki_checkpoint_unreadable", "Stored checkpoints a source could not read, by source; each restarts from its lookback window.")

@@ -117,7 +117,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 	if len(objs) == 0 && len(elf.EventTypes) == 0 && len(ps.Topics) == 0 {
 		return nil, nil
 	}
-	auth, err := newSalesforceAuthObserved(cfg.Salesforce, log, t)
+	auth, err := newSalesforceAuthObserved(cfg.Salesforce, throttlePause(cfg), log, t)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +144,6 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 			return nil, err
 		}
 		if t != nil {
-			s.Throttled = func() { t.SalesforceThrottled("soql") }
 			s.GarbageCheckpoint = func() { t.CheckpointUnreadable("eventlog_objects") }
 		}
 		sources = append(sources, s)
@@ -166,6 +165,22 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		sources = append(sources, s)
 	}
 	return sources, nil
+}
+
+// throttlePause is how long the org's throttle gate stays closed after
+// REQUEST_LIMIT_EXCEEDED: until the next poll of its most frequently
+// polling REST source.
+func throttlePause(cfg *config.Config) time.Duration {
+	var pause time.Duration
+	for _, o := range cfg.Sources.EventlogObjects.Objects {
+		if pause == 0 || (o.PollInterval > 0 && o.PollInterval < pause) {
+			pause = o.PollInterval
+		}
+	}
+	if elf := cfg.Sources.EventLogFile; len(elf.EventTypes) > 0 && elf.PollInterval > 0 && (pause == 0 || elf.PollInterval < pause) {
+		pause = elf.PollInterval
+	}
+	return pause
 }
 
 // newPubSubSource maps sources.pubsub onto the adapter.

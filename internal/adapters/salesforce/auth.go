@@ -4,6 +4,7 @@
 package salesforce
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/rand"
@@ -94,6 +95,15 @@ type Config struct {
 	// MintFailed, if set, counts a mint that failed: "refused" (the token
 	// endpoint refused the credentials) or "unavailable" (no answer).
 	MintFailed func(reason string)
+	// ThrottlePause is how long the org's throttle gate stays closed after
+	// an answer of REQUEST_LIMIT_EXCEEDED (the org's API limit): every REST
+	// call through this Auth fails with ErrThrottled, without a request,
+	// until then. The app sets the shortest poll interval of the org's
+	// sources ("until the next poll"). Default 1m.
+	ThrottlePause time.Duration
+	// Throttled, if set, counts each closing of the gate, by the call that
+	// met the limit: "query", "logfile" or "rest".
+	Throttled func(call string)
 }
 
 // JWTAudience is the aud claim for a token host: test.salesforce.com for a
@@ -171,6 +181,8 @@ type Auth struct {
 	refusedWait  time.Duration
 	// session401 is set by Do before it mints again after a 401.
 	session401 bool
+	// gateUntil: the throttle gate is closed until then.
+	gateUntil time.Time
 }
 
 type mint struct {
@@ -235,6 +247,9 @@ func New(cfg Config) (*Auth, error) {
 	}
 	if a.cfg.Audience == "" {
 		a.cfg.Audience = JWTAudience(a.cfg.LoginURL)
+	}
+	if a.cfg.ThrottlePause <= 0 {
+		a.cfg.ThrottlePause = time.Minute
 	}
 	a.log = cfg.Logger
 	if a.log == nil {
@@ -578,9 +593,15 @@ func snippet(b []byte) string {
 
 // Do sends the request build makes for a token, with the token as bearer.
 // On a 401 it invalidates that token only, mints a new one and sends once
-// more. The caller closes the response body.
+// more. While the org's throttle gate is closed it fails with ErrThrottled
+// without a request; an answer of REQUEST_LIMIT_EXCEEDED closes the gate
+// (for ThrottlePause) and fails with ErrThrottled, whatever the call. The
+// caller closes the response body.
 func (a *Auth) Do(ctx context.Context, build func(tok *Token) (*http.Request, error)) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
+		if err := a.gateClosed(); err != nil {
+			return nil, err
+		}
 		tok, err := a.Token(ctx)
 		if err != nil {
 			return nil, err
@@ -597,6 +618,9 @@ func (a *Auth) Do(ctx context.Context, build func(tok *Token) (*http.Request, er
 			}
 			return nil, ports.Transient("request", fmt.Errorf("salesforce: %s %s: %w", req.Method, req.URL.Path, err))
 		}
+		if resp.StatusCode == http.StatusForbidden {
+			return a.checkLimit(req, resp)
+		}
 		if resp.StatusCode != http.StatusUnauthorized || attempt > 1 {
 			return resp, nil
 		}
@@ -609,6 +633,51 @@ func (a *Auth) Do(ctx context.Context, build func(tok *Token) (*http.Request, er
 		a.mu.Unlock()
 		a.Invalidate(tok)
 	}
+}
+
+// gateClosed returns ErrThrottled while the org's throttle gate is closed.
+func (a *Auth) gateClosed() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if until := a.gateUntil; a.clock.Now().Before(until) {
+		return fmt.Errorf("%w; REST calls pause until %s", ErrThrottled, until.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// checkLimit reads a 403 answer: REQUEST_LIMIT_EXCEEDED closes the throttle
+// gate and becomes ErrThrottled; any other 403 is handed back, its body
+// intact.
+func (a *Auth) checkLimit(req *http.Request, resp *http.Response) (*http.Response, error) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, ports.Transient("request", fmt.Errorf("salesforce: reading a 403 answer to %s %s: %w", req.Method, req.URL.Path, err))
+	}
+	if !bytes.Contains(body, []byte("REQUEST_LIMIT_EXCEEDED")) {
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return resp, nil
+	}
+	call := "rest"
+	switch {
+	case strings.Contains(req.URL.Path, "/LogFile"):
+		call = "logfile"
+	case strings.HasSuffix(req.URL.Path, "/query") || strings.Contains(req.URL.Path, "/query/"):
+		call = "query"
+	}
+	a.mu.Lock()
+	opened := !a.clock.Now().Before(a.gateUntil)
+	a.gateUntil = a.clock.Now().Add(a.cfg.ThrottlePause)
+	until := a.gateUntil
+	a.mu.Unlock()
+	if opened {
+		a.log.Warn("salesforce API limit reached (REQUEST_LIMIT_EXCEEDED); every REST call of this org pauses (Pub/Sub streams go on)",
+			"call", req.Method+" "+req.URL.Path, "until", until.UTC().Format(time.RFC3339), "answer", a.snippet(body))
+		if a.cfg.Throttled != nil {
+			a.cfg.Throttled(call)
+		}
+	}
+	return nil, fmt.Errorf("%w; REST calls pause until %s", ErrThrottled, until.UTC().Format(time.RFC3339))
 }
 
 // ErrStalled is a request whose server sent nothing for the idle timeout.

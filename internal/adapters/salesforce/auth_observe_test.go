@@ -2,8 +2,12 @@ package salesforce_test
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -146,7 +150,6 @@ func TestAuthRefusalsAndRefreshesAreReported(t *testing.T) {
 	if refreshed.get("initial") != 1 || refreshed.get("invalid_session") != 1 {
 		t.Fatalf("refreshes %v", refreshed.m)
 	}
-	_ = http.StatusOK
 }
 
 type lockedWriter struct {
@@ -158,4 +161,62 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// One REQUEST_LIMIT_EXCEEDED, on any call (a LogFile download here), closes
+// the org's throttle gate: every REST call of every source then fails with
+// ErrThrottled without a request until the pause ends; it is logged and
+// counted once, with the call that met it.
+func TestAThrottledCallPausesEveryRESTCallOfTheOrg(t *testing.T) {
+	var mu sync.Mutex
+	requests, limited := 0, true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/services/oauth2/token" {
+			_, _ = fmt.Fprintf(w, `{"access_token":"t1","instance_url":"http://%s"}`, r.Host)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		requests++
+		if limited {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `[{"message":"TotalRequests Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]`)
+			return
+		}
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	clk := porttest.NewFakeClock(time.Now())
+	var logs bytes.Buffer
+	var lmu sync.Mutex
+	calls := &counts{}
+	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x",
+		Clock: clk, ThrottlePause: time.Minute, Throttled: calls.add, Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &lmu}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := salesforce.GetJSON(t.Context(), a, "/services/data/v60.0/sobjects/EventLogFile/0AT1/LogFile", &v); !errors.Is(err, salesforce.ErrThrottled) {
+		t.Fatalf("the limited download: %v, want ErrThrottled", err)
+	}
+	mu.Lock()
+	limited = false
+	mu.Unlock()
+	for _, path := range []string{"/services/data/v60.0/query?q=x", "/services/data/v60.0/limits"} {
+		if err := salesforce.GetJSON(t.Context(), a, path, &v); !errors.Is(err, salesforce.ErrThrottled) {
+			t.Fatalf("%s while the gate is closed: %v", path, err)
+		}
+	}
+	if requests != 1 || calls.get("logfile") != 1 {
+		t.Fatalf("%d requests, throttles %v; want the one request and one count", requests, calls.m)
+	}
+	clk.Advance(time.Minute)
+	if err := salesforce.GetJSON(t.Context(), a, "/services/data/v60.0/limits", &v); err != nil {
+		t.Fatalf("after the pause: %v", err)
+	}
+	lmu.Lock()
+	defer lmu.Unlock()
+	if n := strings.Count(logs.String(), "salesforce API limit reached"); n != 1 {
+		t.Fatalf("%d WARN lines, want 1:\n%s", n, logs.String())
+	}
 }

@@ -47,9 +47,6 @@ type SOQLSource struct {
 	objects []ObjectSpec
 	clock   ports.Clock
 	log     *slog.Logger
-	// Throttled counts REQUEST_LIMIT_EXCEEDED answers (every object then
-	// waits one interval).
-	Throttled func()
 	// GarbageCheckpoint counts unreadable stored checkpoints (each falls
 	// back to the lookback window).
 	GarbageCheckpoint func()
@@ -205,13 +202,11 @@ func (s *SOQLSource) loop(ctx context.Context, o ObjectSpec, cur *cursor, emit f
 			case ctx.Err() != nil:
 				return nil
 			case errors.Is(err, ErrThrottled):
+				// The org's throttle gate logged and counted it once.
 				s.mu.Lock()
 				s.throttledUntil = s.clock.Now().Add(o.PollInterval)
 				s.mu.Unlock()
-				if s.Throttled != nil {
-					s.Throttled()
-				}
-				s.log.Warn("SOQL polling throttled", "object", o.Name, "error", err)
+				s.log.Debug("SOQL poll skipped: the org's API limit", "object", o.Name, "error", err)
 			case err != nil:
 				s.log.Warn("SOQL poll failed; retrying at the next interval", "object", o.Name, "error", err)
 			}

@@ -56,9 +56,17 @@ func soqlSource(t *testing.T, org *fakesf.Org, spec salesforce.ObjectSpec) *sale
 // soqlSourceLog is soqlSource logging to log.
 func soqlSourceLog(t *testing.T, org *fakesf.Org, spec salesforce.ObjectSpec, log *slog.Logger) *salesforce.SOQLSource {
 	t.Helper()
+	return soqlSourceAuth(t, org, spec, log, func(*salesforce.Config) {})
+}
+
+// soqlSourceAuth is soqlSourceLog with the token source's config adjusted.
+func soqlSourceAuth(t *testing.T, org *fakesf.Org, spec salesforce.ObjectSpec, log *slog.Logger, adjust func(*salesforce.Config)) *salesforce.SOQLSource {
+	t.Helper()
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	cfg := salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"}
+	adjust(&cfg)
+	a, err := salesforce.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,9 +226,11 @@ func TestSOQLCheckpointFormsAndFailures(t *testing.T) {
 	org.Add("B", base.Add(time.Minute))
 	spec := salesforce.ObjectSpec{Name: "LoginEvent", PollInterval: 10 * time.Millisecond}
 	c := &collected{}
-	s := soqlSource(t, org, spec)
 	throttled := 0
-	s.Throttled = func() { throttled++ }
+	s := soqlSourceAuth(t, org, spec, nil, func(c *salesforce.Config) {
+		c.ThrottlePause = 10 * time.Millisecond
+		c.Throttled = func(string) { throttled++ }
+	})
 	// A garbage checkpoint falls back to the lookback window (1h before now).
 	runFor(t, s, map[string]string{"eventlog_objects:LoginEvent": "{not json"}, c, 2)
 	if got := c.ids(); !slices.Equal(got, []string{"A", "B"}) || throttled != 1 {
