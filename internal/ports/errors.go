@@ -156,3 +156,10 @@ func RetryAfter(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// TooLarge is an adapter's ErrTooLarge for the object name of size bytes
+// (at least) over the cap max.
+func TooLarge(name string, size, max int64) error {
+	return fmt.Errorf("get %s: %w: the document is %d bytes, the cap is %d; it is not a document sf2loki wrote: "+
+		"move it aside (the daemon then starts from an absent document)", name, ErrTooLarge, size, max)
+}

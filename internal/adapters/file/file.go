@@ -151,14 +151,11 @@ func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 		return ports.Object{}, s.classify("get", err)
 	}
 	v := ports.Version(hex.EncodeToString(h.Sum(nil)))
-	return ports.Object{Version: v}, s.tooLarge("get", int64(len(data))+n)
+	return ports.Object{Version: v}, s.tooLarge(int64(len(data))+n)
 }
 
 // tooLarge is the error for a document of size bytes over the cap.
-func (s *Store) tooLarge(op string, size int64) error {
-	return fmt.Errorf("%s %s: %w: the document is %d bytes, the cap is %d; it is not a document sf2loki wrote: "+
-		"move it aside (the daemon then starts from an absent document)", op, s, ports.ErrTooLarge, size, s.maxSize)
-}
+func (s *Store) tooLarge(size int64) error { return ports.TooLarge(s.String(), size, s.maxSize) }
 
 // Put implements ports.ObjectCAS.
 func (s *Store) Put(ctx context.Context, data []byte, pre ports.Precondition) (ports.Version, error) {

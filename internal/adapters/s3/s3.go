@@ -149,10 +149,7 @@ func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 }
 
 // tooLarge is the error for a document of size bytes (at least) over the cap.
-func (s *Store) tooLarge(size int64) error {
-	return fmt.Errorf("get %s: %w: the document is %d bytes, the cap is %d; it is not a document sf2loki wrote: "+
-		"move it aside (the daemon then starts from an absent document)", s, ports.ErrTooLarge, size, s.maxSize)
-}
+func (s *Store) tooLarge(size int64) error { return ports.TooLarge(s.String(), size, s.maxSize) }
 
 // Put implements ports.ObjectCAS with If-None-Match: * (create-only) or
 // If-Match: <etag>.

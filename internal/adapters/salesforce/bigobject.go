@@ -114,12 +114,8 @@ func (s *SOQLSource) bigCycle(ctx context.Context, o ObjectSpec, cur *cursor, em
 		if !upper.IsZero() {
 			cond += fmt.Sprintf(" AND %s < %s", o.TimestampField, literal(upper))
 		}
-		recs, err := Query(ctx, s.auth, s.version, fmt.Sprintf("SELECT FIELDS(ALL) FROM %s WHERE %s ORDER BY %s DESC LIMIT %d",
+		rows, err := s.queryRows(ctx, o, fmt.Sprintf("SELECT FIELDS(ALL) FROM %s WHERE %s ORDER BY %s DESC LIMIT %d",
 			o.Name, cond, o.TimestampField, PageSize))
-		if err != nil {
-			return err
-		}
-		rows, err := s.rows(o, recs)
 		if err != nil {
 			return err
 		}
@@ -197,11 +193,7 @@ func (s *SOQLSource) wholeSecond(ctx context.Context, o ObjectSpec, sec time.Tim
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= %s AND %s < %s ORDER BY %s DESC", strings.Join(fields, ", "), o.Name,
 		o.TimestampField, literal(sec), o.TimestampField, literal(sec.Add(time.Second)), o.TimestampField)
-	recs, err := Query(ctx, s.auth, s.version, q)
-	if err != nil {
-		return nil, err
-	}
-	return s.rows(o, recs)
+	return s.queryRows(ctx, o, q)
 }
 
 // describedFields lists an object's fields (once per source). Id is left

@@ -230,6 +230,15 @@ type row struct {
 }
 
 // rows reads the key and timestamp of each record.
+// queryRows runs one query (all its pages) and reads its records as rows.
+func (s *SOQLSource) queryRows(ctx context.Context, o ObjectSpec, q string) ([]row, error) {
+	recs, err := Query(ctx, s.auth, s.version, q)
+	if err != nil {
+		return nil, err
+	}
+	return s.rows(o, recs)
+}
+
 func (s *SOQLSource) rows(o ObjectSpec, recs []map[string]any) ([]row, error) {
 	out := make([]row, len(recs))
 	for i, rec := range recs {
@@ -290,11 +299,7 @@ func (s *SOQLSource) cycle(ctx context.Context, o ObjectSpec, cur *cursor, emit 
 	for {
 		q := fmt.Sprintf("SELECT FIELDS(ALL) FROM %s WHERE %s >= %s ORDER BY %s ASC, Id ASC LIMIT %d",
 			o.Name, o.TimestampField, literal(from), o.TimestampField, PageSize)
-		recs, err := Query(ctx, s.auth, s.version, q)
-		if err != nil {
-			return err
-		}
-		rows, err := s.rows(o, recs)
+		rows, err := s.queryRows(ctx, o, q)
 		if err != nil {
 			return err
 		}
@@ -330,11 +335,7 @@ func (s *SOQLSource) secondByID(ctx context.Context, o ObjectSpec, sec time.Time
 		if after != "" {
 			cond += fmt.Sprintf(" AND Id > '%s'", after)
 		}
-		recs, err := Query(ctx, s.auth, s.version, fmt.Sprintf("SELECT FIELDS(ALL) FROM %s WHERE %s ORDER BY Id ASC LIMIT %d", o.Name, cond, PageSize))
-		if err != nil {
-			return nil, err
-		}
-		rows, err := s.rows(o, recs)
+		rows, err := s.queryRows(ctx, o, fmt.Sprintf("SELECT FIELDS(ALL) FROM %s WHERE %s ORDER BY Id ASC LIMIT %d", o.Name, cond, PageSize))
 		if err != nil {
 			return nil, err
 		}
