@@ -15,6 +15,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
 // The JWT audience is Salesforce's login host for the org's environment,
@@ -218,5 +219,23 @@ func TestAThrottledCallPausesEveryRESTCallOfTheOrg(t *testing.T) {
 	defer lmu.Unlock()
 	if n := strings.Count(logs.String(), "salesforce API limit reached"); n != 1 {
 		t.Fatalf("%d WARN lines, want 1:\n%s", n, logs.String())
+	}
+}
+
+// A JWT bearer source against an org as strict as Salesforce's token
+// endpoint (signature, iss, sub, aud, exp), on a My Domain-style login_url:
+// the audience is login.salesforce.com, and the rows arrive.
+func TestSOQLOverJWTWithAMyDomainLoginURL(t *testing.T) {
+	k, keyPEM := testKey(t)
+	org := &fakesf.Org{Grants: &fakesf.Grants{Key: &k.PublicKey, ClientID: "ck", Username: "integration@example.com"}}
+	org.AddTo("LoginHistory", "LoginTime", "0Ya000000000001", time.Date(2026, 11, 28, 11, 30, 0, 0, time.UTC))
+	spec := salesforce.ObjectSpec{Name: "LoginHistory", TimestampField: "LoginTime", PollInterval: time.Hour}
+	s := soqlSourceAuth(t, org, spec, nil, func(c *salesforce.Config) {
+		c.AuthMode, c.ClientSecret, c.Username, c.PrivateKeyPEM = salesforce.JWTBearer, "", "integration@example.com", keyPEM
+	})
+	c := &collected{}
+	runFor(t, s, nil, c, 1)
+	if got := c.ids(); len(got) != 1 {
+		t.Fatalf("rows %v", got)
 	}
 }

@@ -65,6 +65,9 @@ type Org struct {
 	// Delay holds every query answer this long (set it with SetDelay once
 	// the org serves).
 	Delay time.Duration
+	// Grants, if set, makes the token endpoint check grants as strictly as
+	// Salesforce does (JWT signature and claims, client credentials).
+	Grants *Grants
 	pages pager
 	mints int
 }
@@ -162,8 +165,7 @@ func (o *Org) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer o.mu.Unlock()
 	switch {
 	case r.URL.Path == "/services/oauth2/token":
-		o.mints++
-		_, _ = fmt.Fprintf(w, `{"access_token":"t%d","instance_url":"http://%s"}`, o.mints, r.Host)
+		o.token(w, r)
 		return
 	case r.Header.Get("Authorization") == "Bearer t1" && o.Revoke > 0:
 		o.Revoke--
