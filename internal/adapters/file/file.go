@@ -151,7 +151,7 @@ func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 		return ports.Object{}, s.classify("get", err)
 	}
 	v := ports.Version(hex.EncodeToString(h.Sum(nil)))
-	return ports.Object{Version: v}, s.tooLarge(int64(len(data))+n)
+	return ports.Object{Version: v}, s.tooLarge(int64(len(data)) + n)
 }
 
 // tooLarge is the error for a document of size bytes over the cap.

@@ -68,8 +68,8 @@ type Org struct {
 	// Grants, if set, makes the token endpoint check grants as strictly as
 	// Salesforce does (JWT signature and claims, client credentials).
 	Grants *Grants
-	pages pager
-	mints int
+	pages  pager
+	mints  int
 }
 
 // object is one sObject's rows and fields.
