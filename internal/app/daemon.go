@@ -375,6 +375,9 @@ type StatusReport struct {
 	FenceDeadline     *time.Time       `json:"fence_deadline,omitempty"`
 	CheckpointVersion string           `json:"checkpoint_version,omitempty"`
 	Counters          map[string]int64 `json:"counters"`
+	// ELFIntervals is the interval (Hourly or Daily) each EventLogFile
+	// event type is read in.
+	ELFIntervals map[string]string `json:"eventlogfile_intervals,omitempty"`
 }
 
 // Status returns the /statusz document.
@@ -396,5 +399,12 @@ func (d *Daemon) Status() StatusReport {
 		r.LastRenewal, r.FenceDeadline = &lr, &fd
 	}
 	r.Lease = strings.TrimSpace(r.Lease)
+	if pw, ok := d.workload.(*pipelineWorkload); ok {
+		for _, src := range pw.sources {
+			if elf, ok := src.(interface{ Intervals() map[string]string }); ok {
+				r.ELFIntervals = elf.Intervals()
+			}
+		}
+	}
 	return r
 }

@@ -87,7 +87,7 @@ type PubSub struct {
 // EventLogFile configures the EventLogFile source.
 type EventLogFile struct {
 	EventTypes   []string      `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Event types to ingest (API, Login, ReportExport, …), or \"*\" for every type the org has; empty disables the source. Checkpoint key eventlogfile:<EventType>."`
-	Interval     string        `yaml:"interval" mapstructure:"interval" default:"Hourly" enum:"Hourly,Daily" doc:"Which files: Hourly or Daily (they duplicate each other; pick one)."`
+	Interval     string        `yaml:"interval" mapstructure:"interval" default:"auto" enum:"auto,Hourly,Daily" doc:"Which files: auto reads, per event type, the Hourly files where the org publishes them (Event Monitoring) and the Daily files elsewhere, never both for one period, switching at a day boundary when that changes (logged; /statusz eventlogfile_intervals). Hourly or Daily reads only those files."`
 	PollInterval time.Duration `yaml:"poll_interval" mapstructure:"poll_interval" default:"1h" min:"1m" max:"24h" doc:"How often new files are listed."`
 	Lookback     time.Duration `yaml:"lookback" mapstructure:"lookback" default:"24h" min:"1m" max:"8760h" doc:"How far back the first poll (no checkpoint yet) starts."`
 	SettleWindow time.Duration `yaml:"settle_window" mapstructure:"settle_window" default:"5m" min:"0s" max:"24h" doc:"Files younger than this wait for the next poll (and hold back later files of their type)."`

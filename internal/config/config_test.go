@@ -254,12 +254,12 @@ func TestEventLogFileConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := cfg.Sources.EventLogFile; e.Interval != "Hourly" || e.PollInterval != time.Hour || e.Lookback != 24*time.Hour || e.SettleWindow != 5*time.Minute || e.Concurrency != 4 {
+	if e := cfg.Sources.EventLogFile; e.Interval != "auto" || e.PollInterval != time.Hour || e.Lookback != 24*time.Hour || e.SettleWindow != 5*time.Minute || e.Concurrency != 4 {
 		t.Fatalf("defaults %+v", e)
 	}
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"bad type":     {base + "sources: {eventlogfile: {event_types: ['Report Export']}}\n", `"Report Export" is not an event type name`},
-		"bad interval": {base + "sources: {eventlogfile: {event_types: [API], interval: Weekly}}\n", `"Weekly" is not one of [Hourly Daily]`},
+		"bad interval": {base + "sources: {eventlogfile: {event_types: [API], interval: Weekly}}\n", `"Weekly" is not one of [auto Hourly Daily]`},
 		"no auth":      {"sink: {loki: {url: http://l}}\nsources: {eventlogfile: {event_types: ['*']}}\n", "salesforce.auth_mode: required when sources.eventlogfile.event_types is set"},
 		"concurrency":  {base + "sources: {eventlogfile: {event_types: [API], concurrency: 0}}\n", "sources.eventlogfile.concurrency: must be > 0, got 0; the minimum is 1"},
 	} {

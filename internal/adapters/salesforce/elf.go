@@ -1,23 +1,36 @@
 package salesforce
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
+// EventLogFile intervals: auto chooses Hourly or Daily per event type.
+const (
+	IntervalAuto   = "auto"
+	IntervalHourly = "Hourly"
+	IntervalDaily  = "Daily"
+)
+
 // ELFSpec configures the EventLogFile source.
 type ELFSpec struct {
-	Interval     string   // Hourly or Daily
+	// Interval is auto (the default: per event type, Hourly where the org
+	// publishes Hourly files for it, else Daily), Hourly or Daily.
+	Interval     string
 	EventTypes   []string // names, or ["*"] to discover them
 	PollInterval time.Duration
 	Lookback     time.Duration
@@ -44,12 +57,18 @@ type ELFSource struct {
 	// GarbageCheckpoint counts unreadable stored checkpoints (each falls back
 	// to the lookback window).
 	GarbageCheckpoint func()
+
+	mu     sync.Mutex
+	chosen map[string]string // the interval each event type is read in, as last logged
 }
 
 // NewELFSource validates spec.
 func NewELFSource(auth *Auth, apiVersion string, spec ELFSpec, clk ports.Clock, log *slog.Logger) (*ELFSource, error) {
-	if spec.Interval != "Hourly" && spec.Interval != "Daily" {
-		return nil, fmt.Errorf("salesforce: eventlogfile interval %q is not Hourly or Daily", spec.Interval)
+	if spec.Interval == "" {
+		spec.Interval = IntervalAuto
+	}
+	if spec.Interval != IntervalAuto && spec.Interval != IntervalHourly && spec.Interval != IntervalDaily {
+		return nil, fmt.Errorf("salesforce: eventlogfile interval %q is not auto, Hourly or Daily", spec.Interval)
 	}
 	if len(spec.EventTypes) == 0 {
 		return nil, errors.New("salesforce: eventlogfile needs event_types (names, or \"*\" to discover them)")
@@ -71,7 +90,16 @@ func NewELFSource(auth *Auth, apiVersion string, spec ELFSpec, clk ports.Clock, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &ELFSource{auth: auth, version: apiVersion, spec: spec, clock: clk, log: log}, nil
+	return &ELFSource{auth: auth, version: apiVersion, spec: spec, clock: clk, log: log, chosen: map[string]string{}}, nil
+}
+
+// Intervals returns the interval each event type is read in (Hourly or
+// Daily), for the types the source has decided: with interval auto, a type
+// is decided once its listing holds a file.
+func (s *ELFSource) Intervals() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.chosen)
 }
 
 // Name implements ports.Source.
@@ -80,16 +108,45 @@ func (s *ELFSource) Name() string { return "eventlogfile" }
 // Lane implements ports.Source: file downloads are bulk.
 func (s *ELFSource) Lane() ports.Lane { return ports.LaneBulk }
 
-// elfPos is a type's position: the newest CreatedDate processed and the
-// files processed at or below it.
+// elfPos is a type's position: the newest CreatedDate processed, the files
+// processed at or below it, and the interval the type is read in.
 type elfPos struct {
 	LastCreated string      `json:"last_created"`
 	IDs         [][2]string `json:"ids"`
-	last        time.Time
+	// Interval is Hourly or Daily; "" in a position written before the
+	// interval was recorded (those versions read Hourly by default).
+	Interval string `json:"interval,omitempty"`
+	// Since is the LogDate at which the type last switched interval: the
+	// files of Interval with a LogDate at or after it and those of the
+	// other interval with a LogDate before it are the type's. Empty: every
+	// file of Interval.
+	Since string `json:"interval_since,omitempty"`
+	last  time.Time
+	since time.Time
 }
 
 func (p *elfPos) done(id, created string) bool {
 	return slices.Contains(p.IDs, [2]string{id, created})
+}
+
+// wants reports whether f is one of the type's files under its interval
+// rule.
+func (p *elfPos) wants(f elfFile) bool {
+	if p.Interval == "" {
+		return false
+	}
+	if f.interval == p.Interval {
+		return p.since.IsZero() || !f.logDate.Before(p.since)
+	}
+	return !p.since.IsZero() && f.logDate.Before(p.since)
+}
+
+// switchTo records a switch to interval for the files from since on.
+func (p *elfPos) switchTo(interval string, since time.Time) {
+	p.Interval, p.since, p.Since = interval, since, ""
+	if !since.IsZero() {
+		p.Since = since.Format(sfTimeLayout)
+	}
 }
 
 // advance records a processed file.
@@ -114,7 +171,7 @@ func (p *elfPos) advance(id, created string, t time.Time) {
 }
 
 // elfExample is a valid eventlogfile checkpoint.
-const elfExample = `{"last_created":"2026-03-01T00:00:00.000+0000","ids":[]}`
+const elfExample = `{"last_created":"2026-03-01T00:00:00.000+0000","ids":[],"interval":"Daily"}`
 
 // parsePos reads a stored eventlogfile position.
 func parsePos(v string) (*elfPos, error) {
@@ -127,6 +184,14 @@ func parsePos(v string) (*elfPos, error) {
 		return nil, fmt.Errorf("%q is not a position like %s: last_created is not a timestamp", v, elfExample)
 	}
 	p.last = last
+	if p.Interval != "" && p.Interval != IntervalHourly && p.Interval != IntervalDaily {
+		return nil, fmt.Errorf("%q is not a position like %s: interval is not Hourly or Daily", v, elfExample)
+	}
+	if p.Since != "" {
+		if p.since, err = ParseTime(p.Since); err != nil || p.Interval == "" {
+			return nil, fmt.Errorf("%q is not a position like %s: interval_since is not a timestamp following an interval", v, elfExample)
+		}
+	}
 	return &p, nil
 }
 
@@ -142,32 +207,35 @@ func (p *elfPos) encode() string {
 	return string(b)
 }
 
+// elfType is what the source keeps of one event type between polls.
+type elfType struct {
+	pos *elfPos
+	// fresh: no stored position (the type starts at its lookback window).
+	fresh bool
+	// covered are the Daily files (Id and CreatedDate) whose day the org
+	// also published Hourly files for, already asked.
+	covered map[[2]string]bool
+}
+
+// elfFile is one listed EventLogFile record.
+type elfFile struct {
+	id, created string
+	ct          time.Time
+	interval    string
+	// logDate is the start of the period covered: the hour of an Hourly
+	// file, the UTC day of a Daily one.
+	logDate time.Time
+}
+
 // Run implements ports.Source: every poll_interval, each event type (at
-// most concurrency at once) lists its new files and streams them.
+// most concurrency at once) lists its new files and streams them. When a
+// call meets the org's API limit (ErrThrottled), the poll stops for every
+// type and the next one tries again; no checkpoint moves past a file that
+// was not read.
 func (s *ELFSource) Run(ctx context.Context, resume func(string) (string, bool), emit func(ports.Entry) error) error {
-	positions := map[string]*elfPos{}
+	states := map[string]*elfType{}
 	for {
-		types, err := s.types(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("eventlogfile: cannot list event types; retrying at the next poll", "error", err)
-		}
-		sem := make(chan struct{}, s.spec.Concurrency)
-		var wg sync.WaitGroup
-		for _, t := range types {
-			pos, ok := positions[t]
-			if !ok {
-				pos = s.resumePos(t, resume)
-				positions[t] = pos
-			}
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				if err := s.poll(ctx, t, pos, emit); err != nil && ctx.Err() == nil {
-					s.log.Warn("eventlogfile poll stopped for this cycle", "event_type", t, "error", err)
-				}
-			})
-		}
-		wg.Wait()
+		s.cycle(ctx, states, resume, emit)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -176,12 +244,58 @@ func (s *ELFSource) Run(ctx context.Context, resume func(string) (string, bool),
 	}
 }
 
+// cycle is one poll of every event type.
+func (s *ELFSource) cycle(ctx context.Context, states map[string]*elfType, resume func(string) (string, bool), emit func(ports.Entry) error) {
+	types, err := s.types(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return
+	case errors.Is(err, ErrThrottled):
+		s.log.Debug("eventlogfile poll skipped: the org's API limit; the next poll tries again", "error", err)
+		return
+	case err != nil:
+		s.log.Warn("eventlogfile: cannot list event types; retrying at the next poll", "error", err)
+		return
+	}
+	var throttled atomic.Bool
+	sem := make(chan struct{}, s.spec.Concurrency)
+	var wg sync.WaitGroup
+	for _, t := range types {
+		st, ok := states[t]
+		if !ok {
+			st = s.resumeType(t, resume)
+			states[t] = st
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			err := s.poll(ctx, t, st, emit, &throttled)
+			switch {
+			case ctx.Err() != nil:
+			case errors.Is(err, ErrThrottled):
+				throttled.Store(true)
+				s.log.Debug("eventlogfile poll stopped: the org's API limit; the next poll tries again", "event_type", t, "error", err)
+			case err != nil:
+				s.log.Warn("eventlogfile poll stopped for this cycle", "event_type", t, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// errPollThrottled stops a type's poll once another type met the org's
+// API limit in the same cycle.
+var errPollThrottled = fmt.Errorf("%w: met by another event type in this poll", ErrThrottled)
+
 // types returns the configured event types, discovering "*".
 func (s *ELFSource) types(ctx context.Context) ([]string, error) {
 	if !slices.Contains(s.spec.EventTypes, "*") {
 		return s.spec.EventTypes, nil
 	}
-	q := fmt.Sprintf("SELECT EventType FROM EventLogFile WHERE Interval = '%s' GROUP BY EventType", s.spec.Interval)
+	q := "SELECT EventType FROM EventLogFile GROUP BY EventType"
+	if s.spec.Interval != IntervalAuto {
+		q = fmt.Sprintf("SELECT EventType FROM EventLogFile WHERE Interval = '%s' GROUP BY EventType", s.spec.Interval)
+	}
 	rows, err := Query(ctx, s.auth, s.version, q)
 	if err != nil {
 		return nil, err
@@ -196,12 +310,14 @@ func (s *ELFSource) types(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (s *ELFSource) resumePos(t string, resume func(string) (string, bool)) *elfPos {
+func (s *ELFSource) resumeType(t string, resume func(string) (string, bool)) *elfType {
+	st := &elfType{covered: map[[2]string]bool{}}
 	key := ELFKeyPrefix + t
 	if v, ok := resume(key); ok && v != "" {
 		p, err := parsePos(v)
 		if err == nil {
-			return p
+			st.pos = p
+			return st
 		}
 		s.log.Error("unreadable checkpoint; the event type starts from its lookback window, and the next commit replaces the value",
 			"key", key, "value", v, "error", err, "lookback", s.spec.Lookback, "repair", RepairHint(key, elfExample))
@@ -210,50 +326,221 @@ func (s *ELFSource) resumePos(t string, resume func(string) (string, bool)) *elf
 		}
 	}
 	start := s.clock.Now().Add(-s.spec.Lookback).UTC()
-	return &elfPos{LastCreated: start.Format(sfTimeLayout), last: start}
+	st.pos, st.fresh = &elfPos{LastCreated: start.Format(sfTimeLayout), last: start}, true
+	return st
 }
 
-// poll lists the type's files from its watermark and streams each new one.
-// Every row carries the checkpoint from before its file except the last,
-// which carries the advanced one: a crash mid-file replays the file. A
-// failed download stops the type for this cycle.
-func (s *ELFSource) poll(ctx context.Context, t string, pos *elfPos, emit func(ports.Entry) error) error {
+// poll lists the type's files from its watermark and streams each new one
+// its interval rule takes. Every row carries the checkpoint from before
+// its file except the last, which carries the advanced one: a crash
+// mid-file replays the file. A failed download stops the type for this
+// cycle.
+func (s *ELFSource) poll(ctx context.Context, t string, st *elfType, emit func(ports.Entry) error, throttled *atomic.Bool) error {
+	if throttled.Load() {
+		return errPollThrottled
+	}
+	pos := st.pos
 	q := fmt.Sprintf("SELECT Id, EventType, Interval, LogDate, CreatedDate, LogFileLength FROM EventLogFile "+
-		"WHERE EventType = '%s' AND Interval = '%s' AND CreatedDate >= %s ORDER BY CreatedDate ASC, Id ASC",
-		t, s.spec.Interval, literal(pos.last))
-	files, err := Query(ctx, s.auth, s.version, q)
+		"WHERE EventType = '%s' AND CreatedDate >= %s ORDER BY CreatedDate ASC, Id ASC", t, literal(pos.last))
+	if s.spec.Interval != IntervalAuto {
+		q = fmt.Sprintf("SELECT Id, EventType, Interval, LogDate, CreatedDate, LogFileLength FROM EventLogFile "+
+			"WHERE EventType = '%s' AND Interval = '%s' AND CreatedDate >= %s ORDER BY CreatedDate ASC, Id ASC",
+			t, s.spec.Interval, literal(pos.last))
+	}
+	rows, err := Query(ctx, s.auth, s.version, q)
 	if err != nil {
 		return err
 	}
+	files := make([]elfFile, len(rows))
+	for i, r := range rows {
+		f := elfFile{}
+		f.id, _ = r["Id"].(string)
+		f.created, _ = r["CreatedDate"].(string)
+		f.interval, _ = r["Interval"].(string)
+		ct, err := ParseTime(f.created)
+		if f.id == "" || err != nil {
+			return fmt.Errorf("salesforce: EventLogFile row without Id or CreatedDate: %v", r)
+		}
+		f.ct = ct
+		if ld, _ := r["LogDate"].(string); ld != "" {
+			f.logDate, _ = ParseTime(ld)
+		}
+		if f.logDate.IsZero() {
+			f.logDate = ct
+		}
+		files[i] = f
+	}
+	if s.spec.Interval == IntervalAuto {
+		if err := s.choose(ctx, t, st, files); err != nil {
+			return err
+		}
+	} else if pos.Interval != s.spec.Interval || pos.Since != "" {
+		pos.switchTo(s.spec.Interval, time.Time{})
+	}
+	if pos.Interval == "" {
+		return nil // no file listed yet to decide by
+	}
+	s.note(t, pos, "")
 	settled := s.clock.Now().Add(-s.spec.SettleWindow)
 	for _, f := range files {
-		id, _ := f["Id"].(string)
-		created, _ := f["CreatedDate"].(string)
-		ct, err := ParseTime(created)
-		if id == "" || err != nil {
-			return fmt.Errorf("salesforce: EventLogFile row without Id or CreatedDate: %v", f)
-		}
-		if pos.done(id, created) {
+		if pos.done(f.id, f.created) || !pos.wants(f) {
 			continue
 		}
-		if s.spec.SettleWindow > 0 && ct.After(settled) {
+		if s.spec.SettleWindow > 0 && f.ct.After(settled) {
 			return nil // not settled: this file and every later one wait for the next poll
 		}
-		if err := s.file(ctx, t, id, created, ct, pos, emit); err != nil {
+		if throttled.Load() {
+			return errPollThrottled
+		}
+		if err := s.file(ctx, t, f, pos, emit); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *ELFSource) file(ctx context.Context, t, id, created string, ct time.Time, pos *elfPos, emit func(ports.Entry) error) error {
+// choose decides, with interval auto, which interval the type is read in,
+// from its listing (the files created since its watermark):
+//
+//   - A type without a stored position takes Hourly when its listing holds
+//     an Hourly file, else Daily (undecided while it lists nothing).
+//   - A position written before intervals were recorded was read Hourly.
+//   - Daily → Hourly, when the listing holds an Hourly file the rule does not
+//     take (Event Monitoring was licensed): the switch is at the UTC day after
+//     both the earliest such file's LogDate and the watermark. Daily files
+//     with a LogDate before that day and Hourly files from it are read: the
+//     Daily file of the day Hourly files began covers that whole day, every
+//     Daily file read so far has a LogDate before the switch, and every
+//     Hourly file from it is created after the watermark, so no day is read
+//     twice or skipped.
+//   - Hourly → Daily, when the listing holds a Daily file the rule does not
+//     take and the org published no Hourly file for that file's UTC day
+//     (asked once per file): Daily files from the earliest day of the
+//     listed Daily files the rule did not take, Hourly files before it. The
+//     day the Hourly files stopped is read from its Daily file although
+//     its first hours were read from Hourly files: a day read twice, never
+//     a day skipped.
+func (s *ELFSource) choose(ctx context.Context, t string, st *elfType, files []elfFile) error {
+	pos := st.pos
+	if pos.Interval == "" && st.fresh {
+		switch {
+		case slices.ContainsFunc(files, func(f elfFile) bool { return f.interval == IntervalHourly }):
+			pos.switchTo(IntervalHourly, time.Time{})
+			s.note(t, pos, "the org publishes Hourly files for the type")
+		case len(files) > 0:
+			pos.switchTo(IntervalDaily, time.Time{})
+			s.note(t, pos, "the org publishes no Hourly files for the type (Event Monitoring not licensed): Daily files")
+		}
+		return nil
+	}
+	if pos.Interval == "" {
+		pos.switchTo(IntervalHourly, time.Time{})
+		defer s.note(t, pos, "a checkpoint written before the interval was recorded, by a version that read Hourly files by default")
+	}
+	switch pos.Interval {
+	case IntervalDaily:
+		var first time.Time
+		for _, f := range files {
+			if f.interval == IntervalHourly && !pos.wants(f) && (first.IsZero() || f.logDate.Before(first)) {
+				first = f.logDate
+			}
+		}
+		if !first.IsZero() {
+			since := later(day(first), day(pos.last)).AddDate(0, 0, 1)
+			pos.switchTo(IntervalHourly, since)
+			s.note(t, pos, "the org began publishing Hourly files for the type")
+		}
+	case IntervalHourly:
+		var earliest time.Time
+		for _, f := range files {
+			if f.interval == IntervalDaily && !pos.wants(f) && (earliest.IsZero() || f.logDate.Before(earliest)) {
+				earliest = day(f.logDate)
+			}
+		}
+		for _, f := range files {
+			key := [2]string{f.id, f.created}
+			if f.interval != IntervalDaily || pos.wants(f) || st.covered[key] {
+				continue
+			}
+			has, err := s.hourlyOn(ctx, t, day(f.logDate))
+			if err != nil {
+				return err
+			}
+			if has {
+				st.covered[key] = true
+				continue
+			}
+			pos.switchTo(IntervalDaily, earliest)
+			s.note(t, pos, "a Daily file covers a day the org published no Hourly file for")
+			return nil
+		}
+	}
+	return nil
+}
+
+// hourlyOn reports whether the org has an Hourly file of type t for the
+// UTC day starting at d.
+func (s *ELFSource) hourlyOn(ctx context.Context, t string, d time.Time) (bool, error) {
+	rows, err := Query(ctx, s.auth, s.version, fmt.Sprintf("SELECT Id FROM EventLogFile WHERE EventType = '%s' AND Interval = 'Hourly' "+
+		"AND LogDate >= %s AND LogDate < %s LIMIT 1", t, literal(d), literal(d.AddDate(0, 0, 1))))
+	return len(rows) > 0, err
+}
+
+// day is the start of t's UTC day.
+func day(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// note logs, once per type and whenever it changes, the interval the type
+// is read in.
+func (s *ELFSource) note(t string, pos *elfPos, reason string) {
+	s.mu.Lock()
+	prev, ok := s.chosen[t]
+	s.chosen[t] = pos.Interval
+	s.mu.Unlock()
+	if ok && prev == pos.Interval {
+		return
+	}
+	if reason == "" {
+		reason = "configured"
+		if s.spec.Interval == IntervalAuto {
+			reason = "the stored checkpoint"
+		}
+	}
+	attrs := []any{"event_type", t, "interval", pos.Interval, "reason", reason}
+	if !pos.since.IsZero() {
+		other := IntervalDaily
+		if pos.Interval == IntervalDaily {
+			other = IntervalHourly
+		}
+		attrs = append(attrs, "rule", fmt.Sprintf("%s files with a LogDate before %s, %s files from it", other, pos.since.Format(time.DateOnly), pos.Interval))
+	}
+	s.log.Info("eventlogfile interval", attrs...)
+}
+
+func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, emit func(ports.Entry) error) error {
 	before := pos.encode()
 	after := *pos
 	after.IDs = slices.Clone(pos.IDs)
-	after.advance(id, created, ct)
+	after.advance(f.id, f.created, f.ct)
 	key := ELFKeyPrefix + t
 	resp, err := s.auth.Do(ctx, func(tok *Token) (*http.Request, error) {
-		return http.NewRequest(http.MethodGet, fmt.Sprintf("%s/services/data/v%s/sobjects/EventLogFile/%s/LogFile", tok.InstanceURL, s.version, id), nil)
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/services/data/v%s/sobjects/EventLogFile/%s/LogFile", tok.InstanceURL, s.version, f.id), nil)
+		if err == nil {
+			// Salesforce recommends compression for large files. Set by
+			// hand, the transport leaves the answer compressed: it is
+			// decompressed below, under the idle watchdog.
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		return req, err
 	})
 	if err != nil {
 		return err
@@ -261,13 +548,26 @@ func (s *ELFSource) file(ctx context.Context, t, id, created string, ct time.Tim
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s answered %d: %s", id, resp.StatusCode, s.auth.snippet(body)))
+		return ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s answered %d: %s", f.id, resp.StatusCode, s.auth.snippet(body)))
+	}
+	var body io.Reader = resp.Body
+	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s (%s): gzip: %w", f.id, t, err))
+		}
+		defer zr.Close()
+		body = zr
+	default:
+		return fmt.Errorf("salesforce: EventLogFile %s came with Content-Encoding %q; sf2loki asks for gzip and reads gzip or identity only", f.id, enc)
 	}
 	// One row of look-ahead: a row is emitted when the next one is read,
 	// so the last row can carry the advanced checkpoint.
 	var held *ports.Entry
-	err = ReadEventLogFile(resp.Body, func(r Row) error {
-		e, err := elfEntry(t, r, ct, key, before)
+	err = ReadEventLogFile(body, func(r Row) error {
+		e, err := elfEntry(t, r, f.logDate, key, before)
 		if err != nil {
 			return err
 		}
@@ -280,7 +580,7 @@ func (s *ELFSource) file(ctx context.Context, t, id, created string, ct time.Tim
 		return nil
 	})
 	if err != nil {
-		return ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s (%s): %w", id, t, err))
+		return ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s (%s): %w", f.id, t, err))
 	}
 	next := after.encode()
 	if held == nil { // a file without rows still moves the watermark
@@ -297,14 +597,18 @@ func (s *ELFSource) file(ctx context.Context, t, id, created string, ct time.Tim
 	return nil
 }
 
-func elfEntry(t string, r Row, created time.Time, key, checkpoint string) (ports.Entry, error) {
+// elfEntry is a row's entry. A row without TIMESTAMP_DERIVED or TIMESTAMP
+// takes its file's LogDate, which a file regenerated in place keeps (its
+// CreatedDate changes): every copy of a row is the same entry, and the
+// copies collapse in Loki.
+func elfEntry(t string, r Row, logDate time.Time, key, checkpoint string) (ports.Entry, error) {
 	line, err := json.Marshal(r.Fields) // maps marshal with sorted keys
 	if err != nil {
 		return ports.Entry{}, err
 	}
 	ts := r.Time
 	if ts.IsZero() {
-		ts = created
+		ts = logDate
 	}
 	level := Level(func(k string) string { return r.Fields[k] })
 	return ports.Entry{Time: ts, Line: string(line), Metadata: map[string]string{"level": level},

@@ -126,7 +126,7 @@ func TestELFOrgServesCSVAsSalesforceWritesIt(t *testing.T) {
 		body != "EVENT_TYPE,REPORT_DESCRIPTION\r\nReportExport,\"line one\r\nline two\"\r\n" {
 		t.Fatalf("LogFile: %d %q, want CRLF line ends, inside quotes too", status, body)
 	}
-	list := "SELECT Id FROM EventLogFile WHERE EventType = 'ReportExport' AND Interval = 'Hourly' AND CreatedDate >= %s ORDER BY CreatedDate ASC, Id ASC"
+	list := "SELECT Id, CreatedDate FROM EventLogFile WHERE EventType = 'ReportExport' AND Interval = 'Hourly' AND CreatedDate >= %s ORDER BY CreatedDate ASC, Id ASC"
 	if status, body := query(t, srv, strings.Replace(list, "%s", "2026-11-28T08:00:00.000Z", 1)); status != 400 || !strings.Contains(body, `"errorCode":"MALFORMED_QUERY"`) {
 		t.Fatalf("a fractional literal: %d %s", status, body)
 	}

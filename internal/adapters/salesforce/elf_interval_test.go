@@ -1,0 +1,353 @@
+package salesforce_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
+)
+
+// elfRig builds a source on org at now, logging to its own buffer;
+// configure adjusts the token source's configuration.
+func elfRig(t *testing.T, org *fakesf.ELFOrg, spec salesforce.ELFSpec, now time.Time, configure func(*salesforce.Config)) (*salesforce.ELFSource, *syncBuffer) {
+	t.Helper()
+	srv := httptest.NewServer(org)
+	t.Cleanup(srv.Close)
+	cfg := salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"}
+	if configure != nil {
+		configure(&cfg)
+	}
+	a, err := salesforce.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.PollInterval == 0 {
+		spec.PollInterval = 20 * time.Millisecond
+	}
+	logs := &syncBuffer{}
+	s, err := salesforce.NewELFSource(a, "60.0", spec, clockAt(now), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, logs
+}
+
+// rows is a body of n rows REQUEST_ID <prefix>-<i>.
+func rows(prefix string, n int) string { return csvBody(prefix, n) }
+
+// daily and hourly add files of type typ to org.
+func daily(org *fakesf.ELFOrg, id, typ string, day, created time.Time, body string) {
+	org.AddFile(fakesf.ELFFile{ID: id, EventType: typ, Interval: "Daily", LogDate: day, CreatedDate: created, Body: body})
+}
+
+func hourly(org *fakesf.ELFOrg, id, typ string, hour, created time.Time, seq int, body string) {
+	org.AddFile(fakesf.ELFFile{ID: id, EventType: typ, Interval: "Hourly", LogDate: hour, CreatedDate: created, Sequence: seq, Body: body})
+}
+
+// has reports whether the rows emitted include every id.
+func has(es []ports.Entry, ids ...string) bool {
+	got := requestIDs(es)
+	for _, id := range ids {
+		if !slices.Contains(got, id) {
+			return false
+		}
+	}
+	return true
+}
+
+// intervalLines returns the source's "eventlogfile interval" log lines.
+func intervalLines(logs *syncBuffer) []string {
+	var out []string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, `msg="eventlogfile interval"`) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+var nov = func(d, h int) time.Time { return time.Date(2026, 11, d, h, 0, 0, 0, time.UTC) }
+
+// The default interval (auto) on an org without Event Monitoring, which
+// publishes Daily files only: they are read, the choice is logged once and
+// reported. (Before, the default Hourly read nothing and said nothing.)
+func TestELFAutoReadsDailyFilesWhereTheOrgHasNoHourlyOnes(t *testing.T) {
+	org := &fakesf.ELFOrg{}
+	daily(org, "0ATd26", "Login", nov(26, 0), nov(27, 3), rows("d26", 2))
+	daily(org, "0ATd27", "Login", nov(27, 0), nov(28, 3), rows("d27", 1))
+	s, logs := elfRig(t, org, salesforce.ELFSpec{EventTypes: []string{"*"}, Lookback: 72 * time.Hour}, nov(28, 12), nil)
+	got := runELF(t, s, nil, func(es []ports.Entry) bool { return len(es) >= 3 })
+	time.Sleep(100 * time.Millisecond) // more polls: the choice is logged once
+	if ids := requestIDs(got); !slices.Equal(ids, []string{"d26-0", "d26-1", "d27-0"}) {
+		t.Fatalf("rows %v", ids)
+	}
+	if iv := s.Intervals(); len(iv) != 1 || iv["Login"] != "Daily" {
+		t.Fatalf("Intervals() = %v", iv)
+	}
+	if l := intervalLines(logs); len(l) != 1 || !strings.Contains(l[0], "level=INFO") || !strings.Contains(l[0], "event_type=Login") ||
+		!strings.Contains(l[0], "interval=Daily") {
+		t.Fatalf("interval log lines %q", l)
+	}
+	if q := org.QueriesSoFar(); q[0] != "SELECT EventType FROM EventLogFile GROUP BY EventType" || strings.Contains(q[1], "Interval =") {
+		t.Fatalf("queries %q: discovery and listing take every interval", q[:2])
+	}
+	if !strings.Contains(got[2].Checkpoint.Value, `"interval":"Daily"`) {
+		t.Fatalf("checkpoint %s does not record the interval", got[2].Checkpoint.Value)
+	}
+}
+
+// An org with Event Monitoring publishes Daily and Hourly files of the same
+// days: auto reads the Hourly ones only, never both.
+func TestELFAutoReadsHourlyFilesOnlyWhereTheOrgPublishesBoth(t *testing.T) {
+	org := &fakesf.ELFOrg{}
+	hourly(org, "0ATh10", "API", nov(27, 10), nov(27, 13), 1, rows("h10", 2))
+	hourly(org, "0ATh11", "API", nov(27, 11), nov(27, 14), 1, rows("h11", 1))
+	daily(org, "0ATd27", "API", nov(27, 0), nov(28, 3), rows("d27", 3))
+	hourly(org, "0ATh28", "API", nov(28, 1), nov(28, 4), 1, rows("h28", 1))
+	s, _ := elfRig(t, org, salesforce.ELFSpec{Interval: "auto", EventTypes: []string{"API"}, Lookback: 48 * time.Hour}, nov(28, 12), nil)
+	got := runELF(t, s, nil, func(es []ports.Entry) bool { return has(es, "h28-0") })
+	time.Sleep(100 * time.Millisecond)
+	if ids := requestIDs(got); !slices.Equal(ids, []string{"h10-0", "h10-1", "h11-0", "h28-0"}) {
+		t.Fatalf("rows %v: want the Hourly files only", ids)
+	}
+	if d := org.DownloadsSoFar(); slices.Contains(d, "0ATd27") {
+		t.Fatalf("downloads %v: the Daily file was read besides the Hourly ones", d)
+	}
+	if iv := s.Intervals(); iv["API"] != "Hourly" {
+		t.Fatalf("Intervals() = %v", iv)
+	}
+}
+
+// Event Monitoring is licensed at 14:00 on Nov 26: the Daily file of Nov 26
+// covers the whole day, Hourly files begin at 14:00. The type goes on
+// reading Daily files up to Nov 26 and reads Hourly files from Nov 27 on:
+// no day skipped, none read twice, and a restart from a checkpoint taken
+// mid-switch keeps the rule.
+func TestELFAutoSwitchesFromDailyToHourlyAtTheNextDay(t *testing.T) {
+	org := &fakesf.ELFOrg{}
+	daily(org, "0ATd25", "API", nov(25, 0), nov(26, 3), rows("d25", 1))
+	s, logs := elfRig(t, org, salesforce.ELFSpec{Interval: "auto", EventTypes: []string{"API"}, Lookback: 48 * time.Hour}, nov(26, 12), nil)
+	got := runELF(t, s, nil, func(es []ports.Entry) bool {
+		if !has(es, "d25-0") {
+			return false
+		}
+		if len(org.DownloadsSoFar()) == 1 { // now the org publishes Hourly files too
+			hourly(org, "0ATh26a", "API", nov(26, 14), nov(26, 17), 1, rows("h26a", 1))
+			hourly(org, "0ATh26b", "API", nov(26, 15), nov(26, 18), 1, rows("h26b", 1))
+			daily(org, "0ATd26", "API", nov(26, 0), nov(27, 3), rows("d26", 2)) // the whole of Nov 26
+			hourly(org, "0ATh27a", "API", nov(27, 0), nov(27, 3).Add(30*time.Minute), 1, rows("h27a", 1))
+			hourly(org, "0ATh26c", "API", nov(26, 15), nov(27, 4), 2, rows("h26c", 1)) // late events of 15:00
+			hourly(org, "0ATh27b", "API", nov(27, 1), nov(27, 5), 1, rows("h27b", 1))
+			daily(org, "0ATd27", "API", nov(27, 0), nov(28, 3), rows("d27", 2))
+		}
+		return has(es, "h27b-0")
+	})
+	time.Sleep(100 * time.Millisecond)
+	if ids := requestIDs(got); !slices.Equal(ids, []string{"d25-0", "d26-0", "d26-1", "h27a-0", "h27b-0"}) {
+		t.Fatalf("rows %v: want Daily up to Nov 26, Hourly from Nov 27", ids)
+	}
+	l := intervalLines(logs)
+	if len(l) != 2 || !strings.Contains(l[0], "interval=Daily") || !strings.Contains(l[1], "interval=Hourly") ||
+		!strings.Contains(l[1], "Daily files with a LogDate before 2026-11-27, Hourly files from it") {
+		t.Fatalf("interval log lines %q: want Daily, then Hourly with its rule", l)
+	}
+	if iv := s.Intervals(); iv["API"] != "Hourly" {
+		t.Fatalf("Intervals() = %v", iv)
+	}
+	// The checkpoint committed with Nov 26's Daily file carries the rule.
+	var mid string
+	for _, e := range got {
+		if strings.Contains(e.Line, `"d26-1"`) {
+			mid = e.Checkpoint.Value
+		}
+	}
+	if !strings.Contains(mid, `"interval":"Hourly","interval_since":"2026-11-27T00:00:00.000+0000"`) {
+		t.Fatalf("checkpoint after Nov 26's Daily file: %s", mid)
+	}
+	s2, _ := elfRig(t, org, salesforce.ELFSpec{Interval: "auto", EventTypes: []string{"API"}}, nov(28, 12), nil)
+	again := runELF(t, s2, map[string]string{"eventlogfile:API": mid}, func(es []ports.Entry) bool { return has(es, "h27b-0") })
+	time.Sleep(50 * time.Millisecond)
+	if ids := requestIDs(again); !slices.Equal(ids, []string{"h27a-0", "h27b-0"}) {
+		t.Fatalf("after a restart from %s: rows %v", mid, ids)
+	}
+}
+
+// Event Monitoring ends at 09:00 on Nov 26: Hourly files stop, Daily files
+// go on. Once a Daily file covers a day without Hourly files, the type
+// reads Daily files, from the day the Hourly files stopped (read twice:
+// never a gap).
+func TestELFAutoSwitchesFromHourlyToDailyWhenHourlyFilesStop(t *testing.T) {
+	org := &fakesf.ELFOrg{}
+	hourly(org, "0ATh25a", "API", nov(25, 10), nov(25, 13), 1, rows("h25a", 1))
+	daily(org, "0ATd25", "API", nov(25, 0), nov(26, 3), rows("d25", 1))
+	hourly(org, "0ATh26", "API", nov(26, 8), nov(26, 11), 1, rows("h26", 1))
+	daily(org, "0ATd26", "API", nov(26, 0), nov(27, 3), rows("d26", 1))
+	daily(org, "0ATd27", "API", nov(27, 0), nov(28, 3), rows("d27", 1))
+	s, logs := elfRig(t, org, salesforce.ELFSpec{Interval: "auto", EventTypes: []string{"API"}, Lookback: 96 * time.Hour}, nov(28, 12), nil)
+	got := runELF(t, s, nil, func(es []ports.Entry) bool { return has(es, "d27-0") })
+	time.Sleep(100 * time.Millisecond)
+	if ids := requestIDs(got); !slices.Equal(ids, []string{"h25a-0", "h26-0", "d26-0", "d27-0"}) {
+		t.Fatalf("rows %v", ids)
+	}
+	l := intervalLines(logs)
+	if len(l) != 2 || !strings.Contains(l[0], "interval=Hourly") || !strings.Contains(l[1], "interval=Daily") ||
+		!strings.Contains(l[1], "Hourly files with a LogDate before 2026-11-26, Daily files from it") {
+		t.Fatalf("interval log lines %q", l)
+	}
+	checks := 0
+	for _, q := range org.QueriesSoFar() {
+		if strings.Contains(q, "LogDate >=") {
+			checks++
+		}
+	}
+	if checks != 2 {
+		t.Fatalf("%d questions for a day's Hourly files, want 2 (Nov 26: yes, Nov 27: no), each asked once", checks)
+	}
+}
+
+// A checkpoint written before intervals were recorded was read Hourly (the
+// old default). On an org with Daily files only, that read nothing; now
+// the type turns to Daily and reads them.
+func TestELFAutoTakesAnOldCheckpointAndFindsTheDailyFiles(t *testing.T) {
+	org := &fakesf.ELFOrg{}
+	daily(org, "0ATd26", "API", nov(26, 0), nov(27, 3), rows("d26", 1))
+	daily(org, "0ATd27", "API", nov(27, 0), nov(28, 3), rows("d27", 1))
+	old := `{"last_created":"2026-11-26T12:00:00.000+0000","ids":[]}`
+	s, logs := elfRig(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}}, nov(28, 12), nil)
+	got := runELF(t, s, map[string]string{"eventlogfile:API": old}, func(es []ports.Entry) bool { return len(es) >= 2 })
+	if ids := requestIDs(got); !slices.Equal(ids, []string{"d26-0", "d27-0"}) {
+		t.Fatalf("rows %v", ids)
+	}
+	if l := intervalLines(logs); len(l) != 1 || !strings.Contains(l[0], "interval=Daily") {
+		t.Fatalf("interval log lines %q", l)
+	}
+}
+
+// Salesforce writes a second Hourly file for an hour (Sequence 2, a new
+// Id, created later) with the events that arrived late: it is read, and
+// the rows of sequence 1 are neither lost nor read again.
+func TestELFReadsALateSequenceTwoFile(t *testing.T) {
+	org := &fakesf.ELFOrg{}
+	hourly(org, "0ATs1", "API", nov(28, 9), nov(28, 11), 1, rows("s1", 3))
+	s, _ := elfRig(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}}, nov(28, 12), nil)
+	got := runELF(t, s, nil, func(es []ports.Entry) bool { return len(es) >= 3 })
+	last := got[len(got)-1].Checkpoint.Value
+	hourly(org, "0ATs2", "API", nov(28, 9), nov(28, 11).Add(90*time.Minute), 2, rows("s2", 2))
+	s2, _ := elfRig(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}}, nov(28, 13), nil)
+	again := runELF(t, s2, map[string]string{"eventlogfile:API": last}, func(es []ports.Entry) bool { return len(es) >= 2 })
+	time.Sleep(50 * time.Millisecond)
+	if ids := append(requestIDs(got), requestIDs(again)...); !slices.Equal(ids, []string{"s1-0", "s1-1", "s1-2", "s2-0", "s2-1"}) {
+		t.Fatalf("rows %v: want sequence 1 once, then sequence 2", ids)
+	}
+	if d := org.DownloadsSoFar(); !slices.Equal(d, []string{"0ATs1", "0ATs2"}) {
+		t.Fatalf("downloads %v", d)
+	}
+}
+
+// The source asks for gzip on every download, whatever the transport, and
+// reads the compressed body byte for byte.
+func TestELFDownloadsCompressedFiles(t *testing.T) {
+	for _, transport := range []string{"default", "without compression"} {
+		t.Run(transport, func(t *testing.T) {
+			org := &fakesf.ELFOrg{}
+			org.Add("0AT1", "API", nov(28, 10), rows("a", 300))
+			org.Add("0AT2", "API", nov(28, 11), rows("b", 2))
+			s, _ := elfRig(t, org, salesforce.ELFSpec{EventTypes: []string{"API"}}, nov(28, 12), func(c *salesforce.Config) {
+				if transport != "default" {
+					c.HTTPClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
+				}
+			})
+			got := runELF(t, s, nil, func(es []ports.Entry) bool { return len(es) >= 302 })
+			if ids := requestIDs(got); len(ids) != 302 || ids[0] != "a-0" || ids[301] != "b-1" {
+				t.Fatalf("%d rows", len(ids))
+			}
+			var row map[string]string
+			if err := json.Unmarshal([]byte(got[0].Line), &row); err != nil || row["QUERY"] != "SELECT Id\r\nFROM Account" {
+				t.Fatalf("row %v: the quoted CRLF was not kept", row)
+			}
+			if org.Gzipped != 2 {
+				t.Fatalf("%d of 2 downloads compressed: the source did not ask for gzip", org.Gzipped)
+			}
+		})
+	}
+}
+
+// REQUEST_LIMIT_EXCEEDED stops the poll of every type quietly (DEBUG, the
+// org's gate logs once) and moves no checkpoint; the next poll reads
+// everything.
+func TestELFThrottledPollStopsEveryTypeAndMovesNoCheckpoint(t *testing.T) {
+	org := &fakesf.ELFOrg{Throttle: 1}
+	for i, typ := range []string{"API", "Login", "Report"} {
+		org.Add(fmt.Sprintf("0AT%d", i), typ, nov(28, 10), rows(typ, 2))
+	}
+	// The gate stays closed for less than a poll interval, as the app sets
+	// it (the shortest poll interval of the org's sources).
+	pause := func(c *salesforce.Config) { c.ThrottlePause = 10 * time.Millisecond }
+	s, logs := elfRig(t, org, salesforce.ELFSpec{EventTypes: []string{"API", "Login", "Report"}, Concurrency: 1}, nov(28, 12), pause)
+	got := runELF(t, s, nil, func(es []ports.Entry) bool { return len(es) >= 6 })
+	if ids := requestIDs(got); len(ids) != 6 {
+		t.Fatalf("rows %v", ids)
+	}
+	out := logs.String()
+	if strings.Contains(out, "level=WARN") || strings.Contains(out, "level=ERROR") {
+		t.Fatalf("a throttled poll logged above DEBUG:\n%s", out)
+	}
+	if n := strings.Count(out, "level=DEBUG"); n < 1 || n > 3 {
+		t.Fatalf("%d DEBUG lines for the throttled poll, want one per type at most:\n%s", n, out)
+	}
+	if q := len(org.QueriesSoFar()); q != 4 {
+		t.Fatalf("%d listings, want 4: the throttled one, then one per type at the next poll", q)
+	}
+
+	// A download that meets the limit: its rows are not emitted and the
+	// checkpoint stays before the file; the next poll reads it whole.
+	org2 := &fakesf.ELFOrg{ThrottleLogFile: map[string]int{"0AT2": 1}}
+	org2.Add("0AT1", "API", nov(28, 9), rows("a", 2))
+	org2.Add("0AT2", "API", nov(28, 10), rows("b", 2))
+	s2, logs2 := elfRig(t, org2, salesforce.ELFSpec{EventTypes: []string{"API"}}, nov(28, 12), pause)
+	got = runELF(t, s2, nil, func(es []ports.Entry) bool { return len(es) >= 4 })
+	if ids := requestIDs(got); !slices.Equal(ids, []string{"a-0", "a-1", "b-0", "b-1"}) {
+		t.Fatalf("rows %v", ids)
+	}
+	if strings.Contains(got[1].Checkpoint.Value, "0AT2") || !strings.Contains(got[3].Checkpoint.Value, "0AT2") {
+		t.Fatalf("checkpoints %s, %s", got[1].Checkpoint.Value, got[3].Checkpoint.Value)
+	}
+	if d := org2.DownloadsSoFar(); !slices.Equal(d, []string{"0AT1", "0AT2"}) {
+		t.Fatalf("downloads %v", d)
+	}
+	if out := logs2.String(); strings.Contains(out, "level=WARN") {
+		t.Fatalf("a throttled download logged a WARN:\n%s", out)
+	}
+}
+
+// A row without TIMESTAMP_DERIVED or TIMESTAMP takes its file's LogDate,
+// which a Daily file regenerated in place keeps: the copy read again is
+// the same entry, and Loki keeps one.
+func TestELFRowsOfARegeneratedFileAreTheSameEntries(t *testing.T) {
+	org := &fakesf.ELFOrg{}
+	body := "EVENT_TYPE,REQUEST_ID,USER_ID\nLogout,r1,005A\nLogout,r2,005B\n"
+	daily(org, "0ATd", "Logout", nov(27, 0), nov(28, 3), body)
+	s, _ := elfRig(t, org, salesforce.ELFSpec{Interval: "Daily", EventTypes: []string{"Logout"}}, nov(28, 12), nil)
+	first := runELF(t, s, nil, func(es []ports.Entry) bool { return len(es) >= 2 })
+	daily(org, "0ATd", "Logout", nov(27, 0), nov(28, 7), body+"Logout,r3,005C\n") // regenerated in place
+	s2, _ := elfRig(t, org, salesforce.ELFSpec{Interval: "Daily", EventTypes: []string{"Logout"}}, nov(28, 12), nil)
+	second := runELF(t, s2, map[string]string{"eventlogfile:Logout": first[1].Checkpoint.Value}, func(es []ports.Entry) bool { return len(es) >= 3 })
+	for i := range 2 {
+		a, b := first[i], second[i]
+		if !a.Time.Equal(b.Time) || a.Line != b.Line || fmt.Sprint(a.Labels) != fmt.Sprint(b.Labels) || fmt.Sprint(a.Metadata) != fmt.Sprint(b.Metadata) {
+			t.Fatalf("row %d read again differs:\n%v %s\n%v %s", i, a.Time, a.Line, b.Time, b.Line)
+		}
+	}
+	if !first[0].Time.Equal(nov(27, 0)) {
+		t.Fatalf("time %v, want the LogDate", first[0].Time)
+	}
+}
