@@ -3,6 +3,8 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -87,6 +89,9 @@ func TestEventLogFileSourceEndToEnd(t *testing.T) {
 	if ids := stored(503); len(ids) != 503 {
 		t.Fatalf("%d distinct rows stored, want 503", len(ids))
 	}
+	if iv := elfIntervals(t, d); len(iv) != 1 || iv["API"] != "Hourly" {
+		t.Fatalf("/statusz eventlogfile_intervals %v, want API read Hourly (interval auto, an org publishing Hourly files)", iv)
+	}
 	d.signal(t, syscall.SIGTERM)
 	d.waitExit(t, 30*time.Second)
 	org.Add("0AT3", "API", now.Add(-time.Hour), body("c", 2))
@@ -102,6 +107,51 @@ func TestEventLogFileSourceEndToEnd(t *testing.T) {
 	if len(ids) != 505 || !slices.Equal(org.DownloadsSoFar(), []string{"0AT1", "0AT2", "0AT3"}) {
 		t.Fatalf("%d rows, downloads %v: want 505 rows and each file downloaded once", len(ids), org.DownloadsSoFar())
 	}
+}
+
+// TestEventLogFileDailyOnlyOrgEndToEnd runs the daemon with the default
+// interval (auto) against an org without Event Monitoring, which publishes
+// Daily files only: they are ingested, the choice is logged once and
+// /statusz shows it.
+func TestEventLogFileDailyOnlyOrgEndToEnd(t *testing.T) {
+	logs := testenv.StartLogs(t)
+	org := &fakesf.ELFOrg{}
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	org.AddFile(fakesf.ELFFile{ID: "0ATd1", EventType: "API", Interval: "Daily", LogDate: today.Add(-24 * time.Hour),
+		CreatedDate: time.Now().Add(-2 * time.Hour), Body: elfBody("d", 300)})
+	srv := httptest.NewServer(org)
+	defer srv.Close()
+	cfg, _ := elfConfig(t, srv.URL, logs.PushURL, "elfdaily")
+	d := start(t, "elfdaily", cfg)
+	ids := storedELF(t, logs, "elfdaily", 300)
+	if iv := elfIntervals(t, d); len(iv) != 1 || iv["API"] != "Daily" {
+		t.Fatalf("/statusz eventlogfile_intervals %v, want API read Daily", iv)
+	}
+	d.signal(t, syscall.SIGTERM)
+	d.waitExit(t, 30*time.Second)
+	if len(ids) != 300 {
+		t.Fatalf("%d of 300 rows of the Daily file stored", len(ids))
+	}
+	if n := strings.Count(d.out.String(), `msg="eventlogfile interval"`); n != 1 || !strings.Contains(d.out.String(), "interval=Daily") {
+		t.Fatalf("%d interval log lines, want one saying Daily:\n%s", n, d.out.String())
+	}
+}
+
+// elfIntervals reads eventlogfile_intervals from the daemon's /statusz.
+func elfIntervals(t *testing.T, d *daemon) map[string]string {
+	t.Helper()
+	resp, err := http.Get("http://" + d.addr + "/statusz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Intervals map[string]string `json:"eventlogfile_intervals"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Intervals
 }
 
 func elfBody(prefix string, n int) string {
@@ -194,6 +244,11 @@ func TestEventLogFileCrashMidFileReplaysTheFile(t *testing.T) {
 		t.Fatalf("%d of 4000 rows, %d stored twice, downloads %v: want every row, the replayed part twice, and two downloads",
 			len(ids), twice, org.DownloadsSoFar())
 	}
+	if again := duplicatesIdentical(t, logs, `{source="eventlogfile",event_type="API",job="elfmid"}`, func(rec map[string]any) string {
+		return fmt.Sprint(rec["REQUEST_ID"])
+	}); again != twice {
+		t.Fatalf("%d repeated copies compared, want the %d rows stored twice", again, twice)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(checkpoints(t, dir)["eventlogfile:API"], "0AT1") {
 		if time.Now().After(deadline) {
@@ -284,6 +339,11 @@ sink: {loki: {url: %s, labels: {job: soqlha}}}
 			twice++
 		}
 	}
+	if again := duplicatesIdentical(t, logs, `{source="eventlog_objects",event_type="LoginHistory",job="soqlha"}`, func(rec map[string]any) string {
+		return fmt.Sprint(rec["Id"])
+	}); again != twice {
+		t.Fatalf("%d repeated copies compared, want the %d rows stored twice", again, twice)
+	}
 	// The new leader reads from the committed checkpoint (from the start of
 	// its second: SOQL literals have whole seconds), never from the lookback
 	// window: its first query starts there (a query of the old leader may
@@ -323,4 +383,38 @@ func waitStored(t *testing.T, logs *testenv.LogsServer, stream string, n int, ke
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// duplicatesIdentical reads every entry of stream back from VictoriaLogs
+// and checks that each copy of a row (rows told apart by key) is the first
+// copy byte for byte: _time to the nanosecond, _msg, the stream's labels
+// and every structured-metadata field. At-least-once delivery is harmless
+// only then, because Loki collapses such copies into one entry. It returns
+// how many copies repeated an earlier one.
+func duplicatesIdentical(t *testing.T, logs *testenv.LogsServer, stream string, key func(map[string]any) string) int {
+	t.Helper()
+	first := map[string]map[string]string{}
+	repeated, differing := 0, 0
+	for _, r := range logs.Query(t, stream) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(r["_msg"]), &rec); err != nil {
+			t.Fatalf("line %q: %v", r["_msg"], err)
+		}
+		k := key(rec)
+		f, seen := first[k]
+		if !seen {
+			first[k] = r
+			continue
+		}
+		repeated++
+		if !maps.Equal(f, r) {
+			if differing++; differing <= 3 {
+				t.Errorf("row %s was stored again with differences (Loki would keep both copies):\nfirst %v\nagain %v", k, f, r)
+			}
+		}
+	}
+	if differing > 0 {
+		t.Errorf("%d of %d repeated copies differ from the first copy", differing, repeated)
+	}
+	return repeated
 }
