@@ -220,7 +220,12 @@ func checkSalesforceAccess(ctx context.Context, cfg *config.Config, a *salesforc
 	}
 	ent := Check{"entitlement", Skip, "sources.eventlogfile is not configured"}
 	if len(elf.EventTypes) > 0 && perm.Status == Pass {
-		rows, err := salesforce.Query(ctx, a, v, fmt.Sprintf("SELECT EventType FROM EventLogFile WHERE Interval = '%s' GROUP BY EventType", elf.Interval))
+		// auto reads Hourly or Daily files, whichever the org publishes.
+		q, kind := "SELECT EventType FROM EventLogFile GROUP BY EventType", "EventLogFile"
+		if elf.Interval != "auto" && elf.Interval != "" {
+			q, kind = fmt.Sprintf("SELECT EventType FROM EventLogFile WHERE Interval = '%s' GROUP BY EventType", elf.Interval), elf.Interval
+		}
+		rows, err := salesforce.Query(ctx, a, v, q)
 		if err != nil {
 			ent = Check{"entitlement", Fail, err.Error()}
 		} else {
@@ -234,10 +239,10 @@ func checkSalesforceAccess(ctx context.Context, cfg *config.Config, a *salesforc
 					missing = append(missing, t)
 				}
 			}
-			ent = Check{"entitlement", Pass, fmt.Sprintf("%d %s event types have files", len(have), elf.Interval)}
+			ent = Check{"entitlement", Pass, fmt.Sprintf("%d event types have %s files", len(have), kind)}
 			if len(missing) > 0 {
 				ent = Check{"entitlement", Warn, fmt.Sprintf("no %s files for %s in the retention window: not licensed (Event Monitoring), or no activity yet",
-					elf.Interval, strings.Join(missing, ", "))}
+					kind, strings.Join(missing, ", "))}
 			}
 		}
 	}
