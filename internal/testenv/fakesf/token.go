@@ -110,3 +110,13 @@ func (g *Grants) checkJWT(assertion string) (code, desc string) {
 	}
 	return "", ""
 }
+
+// SetRefuse makes the token endpoint refuse every grant with desc (""
+// grants again), while the org serves.
+func (o *Org) SetRefuse(desc string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.Grants != nil {
+		o.Grants.Refuse = desc
+	}
+}
