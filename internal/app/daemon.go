@@ -173,7 +173,7 @@ func (d *Daemon) lead(ctx context.Context, epoch uint64) {
 				return
 			}
 		case errors.Is(err, domain.ErrStalled):
-			d.telemetry.SetStalled(true)
+			d.telemetry.MarkStalled()
 			d.resign(ctx, "stalled", err.Error(), d.holdOff())
 			return
 		case errors.Is(err, domain.ErrCorrupt):

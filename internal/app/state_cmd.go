@@ -192,9 +192,9 @@ func newStateCommand() *cobra.Command {
 			}
 			var err error
 			if args[0] == domain.FenceEpochKey {
-				n, perr := strconv.ParseUint(args[1], 10, 64)
+				n, perr := domain.ParseEpoch(args[1])
 				if perr != nil {
-					return &ExitError{Code: 1, Err: fmt.Errorf("%s must be a non-negative integer: %w", args[0], perr)}
+					return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", args[0], perr)}
 				}
 				err = s.committer.ForceEpoch(cmd.Context(), n)
 			} else {

@@ -242,16 +242,9 @@ func (t *Telemetry) SinkRejecting() string {
 	return ""
 }
 
-// SetStalled records that the pipeline's liveness guard fired (true) or
-// that entries flow again. A stall clears by itself once a push succeeds
-// after it.
-func (t *Telemetry) SetStalled(stalled bool) {
-	if !stalled {
-		t.stalledAt.Store(0)
-		return
-	}
-	t.stalledAt.Store(time.Now().UnixNano())
-}
+// MarkStalled records that the pipeline's liveness guard fired. The mark
+// clears by itself once a push succeeds after it.
+func (t *Telemetry) MarkStalled() { t.stalledAt.Store(time.Now().UnixNano()) }
 
 // Stalled reports whether the pipeline stalled and no push has succeeded
 // since.

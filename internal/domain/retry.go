@@ -121,8 +121,6 @@ type writeResult struct {
 	// an earlier call's write, whose outcome was unknown, had landed: the
 	// write was rebased on it and sent again.
 	adopted bool
-	// data is what was written (the rebased bytes when adopted).
-	data []byte
 }
 
 // errLostCAS marks a conditional write or delete whose precondition did not
@@ -171,7 +169,7 @@ func (r *requester) put(ctx context.Context, data []byte, pre ports.Precondition
 // ports.ErrPreconditionFailed. A write that lands without a version (a
 // store that returned none) is read back to learn it.
 func (r *requester) putWith(ctx context.Context, data []byte, pre ports.Precondition, opts putOptions) (res writeResult, err error) {
-	res = writeResult{sentAt: r.clock.Now(), data: data}
+	res = writeResult{sentAt: r.clock.Now()}
 	// maybeLanded: an attempt of this call at the current bytes was sent and
 	// its outcome is unknown.
 	maybeLanded := false
@@ -230,7 +228,7 @@ func (r *requester) putWith(ctx context.Context, data []byte, pre ports.Precondi
 				}
 				// None of this call's attempts landed: the stored bytes are
 				// the earlier call's.
-				pre, res.adopted, res.data, maybeLanded = ports.IfVersion(obj.Version), true, data, false
+				pre, res.adopted, maybeLanded = ports.IfVersion(obj.Version), true, false
 				lastErr = err
 				continue
 			}

@@ -1,10 +1,6 @@
 package integration
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -31,7 +27,7 @@ import (
 func TestSalesforceOrgEndToEnd(t *testing.T) {
 	testenv.Long(t, "a whole org end to end")
 	logs := testenv.StartLogs(t)
-	key, keyPEM := rsaKey(t)
+	key, keyPEM := testenv.RSAKey(t)
 	org := &fakesf.Org{Grants: &fakesf.Grants{Key: &key.PublicKey, ClientID: "ck", Username: "integration@example.com"}, Revoke: 1, Throttle: 1}
 	now := time.Now().UTC()
 	base := now.Add(-20 * time.Minute).Truncate(time.Second)
@@ -164,20 +160,6 @@ sink: {loki: {url: %s, labels: {job: org}}}
 	}
 	t.Logf("log: %s", lineWith(out2, "salesforce refuses the credentials"))
 	t.Logf("log: %s", lineWith(out2, "salesforce accepts the credentials again"))
-}
-
-// rsaKey makes an RSA key and its PKCS#8 PEM.
-func rsaKey(t *testing.T) (*rsa.PrivateKey, []byte) {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }
 
 // lineWith returns the first log line containing s.

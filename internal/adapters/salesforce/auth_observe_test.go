@@ -1,7 +1,6 @@
 package salesforce_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
@@ -91,9 +91,8 @@ func TestAuthRefusalsAndRefreshesAreReported(t *testing.T) {
 	f := newFakeOrg(t, &k.PublicKey)
 	clk := porttest.NewFakeClock(time.Now())
 	f.now = clk.Now
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	logs := &testenv.Buffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
 	refreshed, failed := &counts{}, &counts{}
 	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
 		Username: "integration@example.com", PrivateKeyPEM: keyPEM, TokenTTL: time.Hour, Clock: clk, MintBackoff: time.Millisecond,
@@ -120,9 +119,7 @@ func TestAuthRefusalsAndRefreshesAreReported(t *testing.T) {
 	if failed.get("refused") != 2 {
 		t.Fatalf("no retry after the backoff: %d", failed.get("refused"))
 	}
-	mu.Lock()
 	out := logs.String()
-	mu.Unlock()
 	if n := strings.Count(out, "salesforce refuses the credentials"); n != 1 || !strings.Contains(out, "level=ERROR") {
 		t.Fatalf("%d ERROR lines for one unchanged refusal, want 1:\n%s", n, out)
 	}
@@ -141,9 +138,7 @@ func TestAuthRefusalsAndRefreshesAreReported(t *testing.T) {
 	if _, err := a.OrgID(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
 	out = logs.String()
-	mu.Unlock()
 	if !strings.Contains(out, "salesforce answered 401") || !strings.Contains(out, "call=\"GET /services/oauth2/userinfo\"") ||
 		!strings.Contains(out, "accepts the credentials again") {
 		t.Fatalf("log:\n%s", out)
@@ -151,17 +146,6 @@ func TestAuthRefusalsAndRefreshesAreReported(t *testing.T) {
 	if refreshed.get("initial") != 1 || refreshed.get("invalid_session") != 1 {
 		t.Fatalf("refreshes %v", refreshed.m)
 	}
-}
-
-type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // One REQUEST_LIMIT_EXCEEDED, on any call (a LogFile download here), closes
@@ -188,11 +172,10 @@ func TestAThrottledCallPausesEveryRESTCallOfTheOrg(t *testing.T) {
 	}))
 	defer srv.Close()
 	clk := porttest.NewFakeClock(time.Now())
-	var logs bytes.Buffer
-	var lmu sync.Mutex
+	logs := &testenv.Buffer{}
 	calls := &counts{}
 	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x",
-		Clock: clk, ThrottlePause: time.Minute, Throttled: calls.add, Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &lmu}, nil))})
+		Clock: clk, ThrottlePause: time.Minute, Throttled: calls.add, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +198,6 @@ func TestAThrottledCallPausesEveryRESTCallOfTheOrg(t *testing.T) {
 	if err := salesforce.GetJSON(t.Context(), a, "/services/data/v60.0/limits", &v); err != nil {
 		t.Fatalf("after the pause: %v", err)
 	}
-	lmu.Lock()
-	defer lmu.Unlock()
 	if n := strings.Count(logs.String(), "salesforce API limit reached"); n != 1 {
 		t.Fatalf("%d WARN lines, want 1:\n%s", n, logs.String())
 	}

@@ -3,13 +3,10 @@ package salesforce_test
 import (
 	"context"
 	"crypto"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +23,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 // fakeOrg is an httptest Salesforce: a token endpoint that verifies JWT
@@ -207,18 +205,7 @@ func (f *fakeOrg) mintCount() int {
 	return f.mints
 }
 
-func testKey(t *testing.T) (*rsa.PrivateKey, []byte) {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-}
+func testKey(t *testing.T) (*rsa.PrivateKey, []byte) { return testenv.RSAKey(t) }
 
 func jwtAuth(t *testing.T, f *fakeOrg, keyPEM []byte, clk ports.Clock) *salesforce.Auth {
 	t.Helper()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
@@ -169,7 +170,7 @@ func TestSOQLBigObjectBacklogIsDrainedOldestWindowFirst(t *testing.T) {
 	for i := range 350 {
 		org.Add(fmt.Sprintf("0Lg%05d", i), base.Add(time.Duration(i)*time.Second))
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	s := soqlSourceLog(t, org, salesforce.ObjectSpec{Name: "LoginEvent", PollInterval: 20 * time.Millisecond, MaxCatchupRecords: 100},
 		slog.New(slog.NewTextHandler(logs, nil)))
 	c := &collected{}

@@ -1,7 +1,6 @@
 package salesforce_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
@@ -12,26 +11,9 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
-
-// syncBuffer is a log destination safe for the sources' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // An unreadable stored position never stops a source: it logs an ERROR
 // naming the key and the repair commands, counts it, and starts from the
@@ -43,7 +25,7 @@ func TestUnreadableCheckpointLogsTheRepairAndFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	now := clockAt(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
 	soql, err := salesforce.NewSOQLSource(a, "60.0", []salesforce.ObjectSpec{{Name: "LoginEvent", PollInterval: time.Hour}}, now, log)

@@ -13,12 +13,13 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
 // elfRig builds a source on org at now, logging to its own buffer;
 // configure adjusts the token source's configuration.
-func elfRig(t *testing.T, org *fakesf.ELFOrg, spec salesforce.ELFSpec, now time.Time, configure func(*salesforce.Config)) (*salesforce.ELFSource, *syncBuffer) {
+func elfRig(t *testing.T, org *fakesf.ELFOrg, spec salesforce.ELFSpec, now time.Time, configure func(*salesforce.Config)) (*salesforce.ELFSource, *testenv.Buffer) {
 	t.Helper()
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
@@ -33,7 +34,7 @@ func elfRig(t *testing.T, org *fakesf.ELFOrg, spec salesforce.ELFSpec, now time.
 	if spec.PollInterval == 0 {
 		spec.PollInterval = 20 * time.Millisecond
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	s, err := salesforce.NewELFSource(a, "60.0", spec, clockAt(now), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func has(es []ports.Entry, ids ...string) bool {
 }
 
 // intervalLines returns the source's "eventlogfile interval" log lines.
-func intervalLines(logs *syncBuffer) []string {
+func intervalLines(logs *testenv.Buffer) []string {
 	var out []string
 	for l := range strings.Lines(logs.String()) {
 		if strings.Contains(l, `msg="eventlogfile interval"`) {

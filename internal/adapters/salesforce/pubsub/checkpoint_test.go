@@ -1,7 +1,6 @@
 package pubsub_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
@@ -15,26 +14,10 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // An unreadable stored replay id logs an ERROR with the key and the repair
 // commands, is counted, and the topic subscribes from the preset.
@@ -47,7 +30,7 @@ func TestUnreadableReplayIDLogsTheRepairAndStartsFromThePreset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	src, err := pubsub.New(a, pubsub.Spec{Endpoint: srv.Addr, Plaintext: true, Topics: []string{fakepubsub.LoginTopic}, ReplayPreset: pubsub.Earliest},
 		clock.New(), slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {

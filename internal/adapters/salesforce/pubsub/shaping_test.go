@@ -12,6 +12,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 )
 
@@ -97,7 +98,7 @@ func TestOnlyReplayIDErrorCodesRestartFromEarliest(t *testing.T) {
 		{fakepubsub.CodeReplayCorrupted, true},
 	} {
 		t.Run(cmp.Or(tc.code, "no trailer"), func(t *testing.T) {
-			logs := &lockedBuffer{}
+			logs := &testenv.Buffer{}
 			e := newEnvLog(t, pubsub.Spec{}, func(s *fakepubsub.Server) { s.InvalidArgument = []string{tc.code} }, slog.New(slog.NewTextHandler(logs, nil)))
 			e.srv.Append(fakepubsub.LoginTopic, loginEvents(0, 6)...)
 			got := e.run(t, map[string]string{"pubsub:/event/LoginEventStream": e.b64(fakepubsub.LoginTopic, 2)}, &sink{}, func(es []ports.Entry) bool {
