@@ -83,6 +83,15 @@ func TestCheckpointValueChecks(t *testing.T) {
 		{salesforce.CheckELFCheckpoint, `{"last_created":"2026-11-28T10:00:00.000+0000","ids":[["0AT1","2026-11-28T10:00:00.000+0000"]]}`, true},
 		{salesforce.CheckELFCheckpoint, `2026-11-28T10:00:00Z`, false},
 		{salesforce.CheckELFCheckpoint, `{"last_created":"2026-11-28T10:00:00Z","ids":"x"}`, false},
+		{salesforce.CheckELFCheckpoint, `{"last_created":"2026-11-28T10:00:00Z","ids":[],"interval":"Hourly","interval_since":"2026-11-27T00:00:00Z",` +
+			`"interval_earlier":[{"interval":"Daily","since":"2026-11-26T00:00:00Z"}]}`, true},
+		{salesforce.CheckELFCheckpoint, `{"last_created":"2026-11-28T10:00:00Z","ids":[],"interval":"Weekly"}`, false},
+		{salesforce.CheckELFCheckpoint, `{"last_created":"2026-11-28T10:00:00Z","ids":[],"interval":"Hourly",` + // earlier without since
+			`"interval_earlier":[{"interval":"Daily","since":"2026-11-26T00:00:00Z"}]}`, false},
+		{salesforce.CheckELFCheckpoint, `{"last_created":"2026-11-28T10:00:00Z","ids":[],"interval":"Hourly","interval_since":"2026-11-27T00:00:00Z",` + // not alternating
+			`"interval_earlier":[{"interval":"Hourly","since":"2026-11-26T00:00:00Z"}]}`, false},
+		{salesforce.CheckELFCheckpoint, `{"last_created":"2026-11-28T10:00:00Z","ids":[],"interval":"Hourly","interval_since":"2026-11-27T00:00:00Z",` + // not in time order
+			`"interval_earlier":[{"interval":"Daily","since":"2026-11-27T00:00:00Z"}]}`, false},
 	} {
 		err := tc.check(tc.value)
 		if (err == nil) != tc.ok {

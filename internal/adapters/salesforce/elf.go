@@ -60,6 +60,7 @@ type ELFSource struct {
 
 	mu     sync.Mutex
 	chosen map[string]string // the interval each event type is read in, as last logged
+	rules  map[string]string // each type's interval rule, as last logged
 }
 
 // NewELFSource validates spec.
@@ -90,7 +91,7 @@ func NewELFSource(auth *Auth, apiVersion string, spec ELFSpec, clk ports.Clock, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &ELFSource{auth: auth, version: apiVersion, spec: spec, clock: clk, log: log, chosen: map[string]string{}}, nil
+	return &ELFSource{auth: auth, version: apiVersion, spec: spec, clock: clk, log: log, chosen: map[string]string{}, rules: map[string]string{}}, nil
 }
 
 // Intervals returns the interval each event type is read in (Hourly or
@@ -117,36 +118,18 @@ type elfPos struct {
 	// interval was recorded (those versions read Hourly by default).
 	Interval string `json:"interval,omitempty"`
 	// Since is the LogDate at which the type last switched interval: the
-	// files of Interval with a LogDate at or after it and those of the
-	// other interval with a LogDate before it are the type's. Empty: every
-	// file of Interval.
+	// files of Interval with a LogDate at or after it are the type's.
+	// Empty: every file of Interval.
 	Since string `json:"interval_since,omitempty"`
-	last  time.Time
-	since time.Time
+	// Earlier are the switches before the last one, oldest first (see
+	// intervalAt).
+	Earlier []elfSwitch `json:"interval_earlier,omitempty"`
+	last    time.Time
+	since   time.Time
 }
 
 func (p *elfPos) done(id, created string) bool {
 	return slices.Contains(p.IDs, [2]string{id, created})
-}
-
-// wants reports whether f is one of the type's files under its interval
-// rule.
-func (p *elfPos) wants(f elfFile) bool {
-	if p.Interval == "" {
-		return false
-	}
-	if f.interval == p.Interval {
-		return p.since.IsZero() || !f.logDate.Before(p.since)
-	}
-	return !p.since.IsZero() && f.logDate.Before(p.since)
-}
-
-// switchTo records a switch to interval for the files from since on.
-func (p *elfPos) switchTo(interval string, since time.Time) {
-	p.Interval, p.since, p.Since = interval, since, ""
-	if !since.IsZero() {
-		p.Since = since.Format(sfTimeLayout)
-	}
 }
 
 // advance records a processed file.
@@ -187,10 +170,8 @@ func parsePos(v string) (*elfPos, error) {
 	if p.Interval != "" && p.Interval != IntervalHourly && p.Interval != IntervalDaily {
 		return nil, fmt.Errorf("%q is not a position like %s: interval is not Hourly or Daily", v, elfExample)
 	}
-	if p.Since != "" {
-		if p.since, err = ParseTime(p.Since); err != nil || p.Interval == "" {
-			return nil, fmt.Errorf("%q is not a position like %s: interval_since is not a timestamp following an interval", v, elfExample)
-		}
+	if err := p.parseRule(); err != nil {
+		return nil, fmt.Errorf("%q is not a position like %s: %w", v, elfExample, err)
 	}
 	return &p, nil
 }
@@ -375,7 +356,7 @@ func (s *ELFSource) poll(ctx context.Context, t string, st *elfType, emit func(p
 			return err
 		}
 	} else if pos.Interval != s.spec.Interval || pos.Since != "" {
-		pos.switchTo(s.spec.Interval, time.Time{})
+		pos.set(s.spec.Interval, time.Time{})
 	}
 	if pos.Interval == "" {
 		return nil // no file listed yet to decide by
@@ -397,133 +378,6 @@ func (s *ELFSource) poll(ctx context.Context, t string, st *elfType, emit func(p
 		}
 	}
 	return nil
-}
-
-// choose decides, with interval auto, which interval the type is read in,
-// from its listing (the files created since its watermark):
-//
-//   - A type without a stored position takes Hourly when its listing holds
-//     an Hourly file, else Daily (undecided while it lists nothing).
-//   - A position written before intervals were recorded was read Hourly.
-//   - Daily → Hourly, when the listing holds an Hourly file the rule does not
-//     take (Event Monitoring was licensed): the switch is at the UTC day after
-//     both the earliest such file's LogDate and the watermark. Daily files
-//     with a LogDate before that day and Hourly files from it are read: the
-//     Daily file of the day Hourly files began covers that whole day, every
-//     Daily file read so far has a LogDate before the switch, and every
-//     Hourly file from it is created after the watermark, so no day is read
-//     twice or skipped.
-//   - Hourly → Daily, when the listing holds a Daily file the rule does not
-//     take and the org published no Hourly file for that file's UTC day
-//     (asked once per file): Daily files from the earliest day of the
-//     listed Daily files the rule did not take, Hourly files before it. The
-//     day the Hourly files stopped is read from its Daily file although
-//     its first hours were read from Hourly files: a day read twice, never
-//     a day skipped.
-func (s *ELFSource) choose(ctx context.Context, t string, st *elfType, files []elfFile) error {
-	pos := st.pos
-	if pos.Interval == "" && st.fresh {
-		switch {
-		case slices.ContainsFunc(files, func(f elfFile) bool { return f.interval == IntervalHourly }):
-			pos.switchTo(IntervalHourly, time.Time{})
-			s.note(t, pos, "the org publishes Hourly files for the type")
-		case len(files) > 0:
-			pos.switchTo(IntervalDaily, time.Time{})
-			s.note(t, pos, "the org publishes no Hourly files for the type (Event Monitoring not licensed): Daily files")
-		}
-		return nil
-	}
-	if pos.Interval == "" {
-		pos.switchTo(IntervalHourly, time.Time{})
-		defer s.note(t, pos, "a checkpoint written before the interval was recorded, by a version that read Hourly files by default")
-	}
-	switch pos.Interval {
-	case IntervalDaily:
-		var first time.Time
-		for _, f := range files {
-			if f.interval == IntervalHourly && !pos.wants(f) && (first.IsZero() || f.logDate.Before(first)) {
-				first = f.logDate
-			}
-		}
-		if !first.IsZero() {
-			since := later(day(first), day(pos.last)).AddDate(0, 0, 1)
-			pos.switchTo(IntervalHourly, since)
-			s.note(t, pos, "the org began publishing Hourly files for the type")
-		}
-	case IntervalHourly:
-		var earliest time.Time
-		for _, f := range files {
-			if f.interval == IntervalDaily && !pos.wants(f) && (earliest.IsZero() || f.logDate.Before(earliest)) {
-				earliest = day(f.logDate)
-			}
-		}
-		for _, f := range files {
-			key := [2]string{f.id, f.created}
-			if f.interval != IntervalDaily || pos.wants(f) || st.covered[key] {
-				continue
-			}
-			has, err := s.hourlyOn(ctx, t, day(f.logDate))
-			if err != nil {
-				return err
-			}
-			if has {
-				st.covered[key] = true
-				continue
-			}
-			pos.switchTo(IntervalDaily, earliest)
-			s.note(t, pos, "a Daily file covers a day the org published no Hourly file for")
-			return nil
-		}
-	}
-	return nil
-}
-
-// hourlyOn reports whether the org has an Hourly file of type t for the
-// UTC day starting at d.
-func (s *ELFSource) hourlyOn(ctx context.Context, t string, d time.Time) (bool, error) {
-	rows, err := Query(ctx, s.auth, s.version, fmt.Sprintf("SELECT Id FROM EventLogFile WHERE EventType = '%s' AND Interval = 'Hourly' "+
-		"AND LogDate >= %s AND LogDate < %s LIMIT 1", t, literal(d), literal(d.AddDate(0, 0, 1))))
-	return len(rows) > 0, err
-}
-
-// day is the start of t's UTC day.
-func day(t time.Time) time.Time {
-	y, m, d := t.UTC().Date()
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// note logs, once per type and whenever it changes, the interval the type
-// is read in.
-func (s *ELFSource) note(t string, pos *elfPos, reason string) {
-	s.mu.Lock()
-	prev, ok := s.chosen[t]
-	s.chosen[t] = pos.Interval
-	s.mu.Unlock()
-	if ok && prev == pos.Interval {
-		return
-	}
-	if reason == "" {
-		reason = "configured"
-		if s.spec.Interval == IntervalAuto {
-			reason = "the stored checkpoint"
-		}
-	}
-	attrs := []any{"event_type", t, "interval", pos.Interval, "reason", reason}
-	if !pos.since.IsZero() {
-		other := IntervalDaily
-		if pos.Interval == IntervalDaily {
-			other = IntervalHourly
-		}
-		attrs = append(attrs, "rule", fmt.Sprintf("%s files with a LogDate before %s, %s files from it", other, pos.since.Format(time.DateOnly), pos.Interval))
-	}
-	s.log.Info("eventlogfile interval", attrs...)
 }
 
 func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, emit func(ports.Entry) error) error {

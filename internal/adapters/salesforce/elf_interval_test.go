@@ -184,34 +184,153 @@ func TestELFAutoSwitchesFromDailyToHourlyAtTheNextDay(t *testing.T) {
 
 // Event Monitoring ends at 09:00 on Nov 26: Hourly files stop, Daily files
 // go on. Once a Daily file covers a day without Hourly files, the type
-// reads Daily files, from the day the Hourly files stopped (read twice:
-// never a gap).
+// reads Daily files from the day the Hourly files stopped, whose Daily
+// file holds the hours after they stopped. Listed together, Nov 26 is read
+// from its Daily file only; when its Hourly file was read first, Nov 26 is
+// read again (never a gap).
 func TestELFAutoSwitchesFromHourlyToDailyWhenHourlyFilesStop(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("daily files listed later %v", late), func(t *testing.T) {
+			org := &fakesf.ELFOrg{}
+			hourly(org, "0ATh25a", "API", nov(25, 10), nov(25, 13), 1, rows("h25a", 1))
+			hourly(org, "0ATh26", "API", nov(26, 8), nov(26, 11), 1, rows("h26", 1))
+			dailies := func() {
+				daily(org, "0ATd25", "API", nov(25, 0), nov(26, 3), rows("d25", 1))
+				daily(org, "0ATd26", "API", nov(26, 0), nov(27, 3), rows("d26", 1))
+				daily(org, "0ATd27", "API", nov(27, 0), nov(28, 3), rows("d27", 1))
+			}
+			if !late {
+				dailies()
+			}
+			s, logs := elfRig(t, org, salesforce.ELFSpec{Interval: "auto", EventTypes: []string{"API"}, Lookback: 96 * time.Hour}, nov(28, 12), nil)
+			got := runELF(t, s, nil, func(es []ports.Entry) bool {
+				if late && has(es, "h26-0") && len(org.DownloadsSoFar()) == 2 {
+					dailies()
+				}
+				return has(es, "d27-0")
+			})
+			time.Sleep(100 * time.Millisecond)
+			want := []string{"h25a-0", "d26-0", "d27-0"}
+			if late {
+				want = []string{"h25a-0", "h26-0", "d26-0", "d27-0"}
+			}
+			if ids := requestIDs(got); !slices.Equal(ids, want) {
+				t.Fatalf("rows %v, want %v", ids, want)
+			}
+			// Decided in one poll, the rule is logged once; else the
+			// Hourly choice first.
+			l := intervalLines(logs)
+			if n := len(l); n != map[bool]int{false: 1, true: 2}[late] || !strings.Contains(l[0], "interval=Hourly") != !late ||
+				!strings.Contains(l[n-1], "interval=Daily") || !strings.Contains(l[n-1], "Hourly files with a LogDate before 2026-11-26, Daily files from it") ||
+				!strings.Contains(l[n-1], "no Hourly file for 2026-11-27 or later") {
+				t.Fatalf("interval log lines %q", l)
+			}
+			checks := 0
+			for _, q := range org.QueriesSoFar() {
+				if strings.Contains(q, "ORDER BY LogDate") {
+					checks++
+				}
+			}
+			// Nov 25 (listed only when the Daily files come with the rest)
+			// and 26: an Hourly file that day; Nov 27: none that day or
+			// later, the last one before it on Nov 26.
+			if want := map[bool]int{false: 4, true: 3}[late]; checks != want {
+				t.Fatalf("%d questions for Hourly files, want %d, each asked once", checks, want)
+			}
+		})
+	}
+}
+
+// The defect this guards against: an org whose Hourly files begin today
+// (Nov 28), while yesterday has a Daily file only, flipped the type to
+// Daily ("a Daily file covers a day the org published no Hourly file
+// for") and back to Hourly, skipped today's Hourly files and read rows
+// twice. Now the day without Hourly files is read from its Daily file and
+// the type stays Hourly: from today when today's Hourly files begin at its
+// first hour; else from tomorrow, today being read from its Daily file
+// (the Hourly files miss the hours before they began).
+func TestELFAutoReadsADayWithoutHourlyFilesFromItsDailyFile(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		begin int // the hour of Nov 28 the Hourly files begin
+		first int // the files the first poll reads
+		want  []string
+		rule  string
+	}{
+		{"hourly files from the first hour", 0, 3, []string{"h28a-0", "d27-0", "h28b-0", "h29-0"}, "Daily files with a LogDate before 2026-11-28, Hourly files from it"},
+		{"hourly files from 09:00", 9, 1, []string{"d27-0", "d28-0", "d28-1", "h29-0"}, "Daily files with a LogDate before 2026-11-29, Hourly files from it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			org := &fakesf.ELFOrg{}
+			daily(org, "0ATd27", "API", nov(27, 0), nov(28, 3), rows("d27", 1))
+			hourly(org, "0ATh28a", "API", nov(28, tc.begin), nov(28, tc.begin+1), 1, rows("h28a", 1))
+			hourly(org, "0ATh28b", "API", nov(28, 10), nov(28, 11), 1, rows("h28b", 1))
+			s, logs := elfRig(t, org, salesforce.ELFSpec{Interval: "auto", EventTypes: []string{"API"}, Lookback: 36 * time.Hour}, nov(28, 12), nil)
+			got := runELF(t, s, nil, func(es []ports.Entry) bool {
+				if has(es, "d27-0") && len(org.DownloadsSoFar()) == tc.first { // the next day's files
+					daily(org, "0ATd28", "API", nov(28, 0), nov(29, 3), rows("d28", 2))
+					hourly(org, "0ATh29", "API", nov(29, 0), nov(29, 4), 1, rows("h29", 1))
+				}
+				return has(es, "h29-0")
+			})
+			time.Sleep(100 * time.Millisecond)
+			if ids := requestIDs(got); !slices.Equal(ids, tc.want) {
+				t.Fatalf("rows %v, want %v", ids, tc.want)
+			}
+			l := intervalLines(logs)
+			if len(l) != 1 || !strings.Contains(l[0], "interval=Hourly") || !strings.Contains(l[0], tc.rule) {
+				t.Fatalf("interval log lines %q: want one, Hourly by the rule %q", l, tc.rule)
+			}
+			if iv := s.Intervals(); iv["API"] != "Hourly" {
+				t.Fatalf("Intervals() = %v", iv)
+			}
+		})
+	}
+}
+
+// Event Monitoring lapses for Nov 26 and is back from Nov 27 00:00: the
+// type reads Nov 26 from its Daily file and nothing twice, the rule
+// (three ranges) is in the checkpoint, and a restart keeps it.
+func TestELFAutoReadsAGapInTheHourlyFilesFromItsDailyFile(t *testing.T) {
 	org := &fakesf.ELFOrg{}
-	hourly(org, "0ATh25a", "API", nov(25, 10), nov(25, 13), 1, rows("h25a", 1))
+	hourly(org, "0ATh25a", "API", nov(25, 10), nov(25, 11), 1, rows("h25a", 1))
+	hourly(org, "0ATh25b", "API", nov(25, 23), nov(26, 0).Add(30*time.Minute), 1, rows("h25b", 1))
 	daily(org, "0ATd25", "API", nov(25, 0), nov(26, 3), rows("d25", 1))
-	hourly(org, "0ATh26", "API", nov(26, 8), nov(26, 11), 1, rows("h26", 1))
-	daily(org, "0ATd26", "API", nov(26, 0), nov(27, 3), rows("d26", 1))
+	hourly(org, "0ATh27a", "API", nov(27, 0), nov(27, 1), 1, rows("h27a", 1))
+	daily(org, "0ATd26", "API", nov(26, 0), nov(27, 3), rows("d26", 2))
+	hourly(org, "0ATh27b", "API", nov(27, 5), nov(27, 6), 1, rows("h27b", 1))
 	daily(org, "0ATd27", "API", nov(27, 0), nov(28, 3), rows("d27", 1))
 	s, logs := elfRig(t, org, salesforce.ELFSpec{Interval: "auto", EventTypes: []string{"API"}, Lookback: 96 * time.Hour}, nov(28, 12), nil)
-	got := runELF(t, s, nil, func(es []ports.Entry) bool { return has(es, "d27-0") })
+	got := runELF(t, s, nil, func(es []ports.Entry) bool { return has(es, "h27b-0") })
 	time.Sleep(100 * time.Millisecond)
-	if ids := requestIDs(got); !slices.Equal(ids, []string{"h25a-0", "h26-0", "d26-0", "d27-0"}) {
-		t.Fatalf("rows %v", ids)
+	if ids := requestIDs(got); !slices.Equal(ids, []string{"h25a-0", "h25b-0", "h27a-0", "d26-0", "d26-1", "h27b-0"}) {
+		t.Fatalf("rows %v: want Nov 25 and 27 from Hourly files, Nov 26 from its Daily file", ids)
 	}
-	l := intervalLines(logs)
-	if len(l) != 2 || !strings.Contains(l[0], "interval=Hourly") || !strings.Contains(l[1], "interval=Daily") ||
-		!strings.Contains(l[1], "Hourly files with a LogDate before 2026-11-26, Daily files from it") {
-		t.Fatalf("interval log lines %q", l)
+	const rule = "Hourly files with a LogDate before 2026-11-26, Daily files from it, Hourly files from 2026-11-27"
+	if l := intervalLines(logs); len(l) != 1 || !strings.Contains(l[0], "interval=Hourly") || !strings.Contains(l[0], rule) ||
+		!strings.Contains(l[0], "no Hourly file from 2026-11-26 to 2026-11-26") {
+		t.Fatalf("interval log lines %q: want one, by the rule %q", l, rule)
 	}
-	checks := 0
-	for _, q := range org.QueriesSoFar() {
-		if strings.Contains(q, "LogDate >=") {
-			checks++
+	var mid string
+	for _, e := range got {
+		if strings.Contains(e.Line, `"d26-1"`) {
+			mid = e.Checkpoint.Value
 		}
 	}
-	if checks != 2 {
-		t.Fatalf("%d questions for a day's Hourly files, want 2 (Nov 26: yes, Nov 27: no), each asked once", checks)
+	if !strings.Contains(mid, `"interval":"Hourly","interval_since":"2026-11-27T00:00:00.000+0000","interval_earlier":[{"interval":"Daily","since":"2026-11-26T00:00:00.000+0000"}]`) {
+		t.Fatalf("checkpoint after Nov 26's Daily file: %s", mid)
+	}
+	if err := salesforce.CheckELFCheckpoint(mid); err != nil {
+		t.Fatal(err)
+	}
+	s2, logs2 := elfRig(t, org, salesforce.ELFSpec{Interval: "auto", EventTypes: []string{"API"}}, nov(28, 12), nil)
+	again := runELF(t, s2, map[string]string{"eventlogfile:API": mid}, func(es []ports.Entry) bool { return has(es, "h27b-0") })
+	time.Sleep(50 * time.Millisecond)
+	if ids := requestIDs(again); !slices.Equal(ids, []string{"h27b-0"}) {
+		t.Fatalf("after a restart from %s: rows %v", mid, ids)
+	}
+	if l := intervalLines(logs2); len(l) != 1 || !strings.Contains(l[0], rule) || !strings.Contains(l[0], "reason=\"the stored checkpoint\"") {
+		t.Fatalf("after a restart: interval log lines %q", l)
 	}
 }
 
