@@ -89,7 +89,8 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 		return nil, err
 	}
 	realtime, bulk := laneConfigs(cfg)
-	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, StallTimeout: cfg.EffectiveStallTimeout(), Logger: log})
+	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, StallTimeout: cfg.EffectiveStallTimeout(),
+		MaxInFlight: cfg.Sink.Loki.MaxInFlight, ReorderWindow: cfg.Sink.Loki.ReorderWindow, CommitInterval: cfg.EffectiveCommitInterval(), Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -133,6 +133,8 @@ type LokiSink struct {
 	StructuredMetadataFields []string          `yaml:"structured_metadata_fields" mapstructure:"structured_metadata_fields" default:"" doc:"Top-level keys of a JSON line promoted to structured metadata (user ids, IPs: never labels)."`
 	MaxLineBytes             int               `yaml:"max_line_bytes" mapstructure:"max_line_bytes" default:"262144" min:"0" max:"16777216" doc:"Longer lines are truncated on a UTF-8 boundary with a marker giving the original size; 0 means 262144."`
 	Timeout                  time.Duration     `yaml:"timeout" mapstructure:"timeout" default:"30s" min:"1s" max:"10m" doc:"Bound on each push request."`
+	MaxInFlight              int               `yaml:"max_in_flight" mapstructure:"max_in_flight" default:"8" min:"1" max:"64" doc:"Pushes each lane may have in the air at once. A key's checkpoint moves only once every earlier batch holding it was accepted, whatever order they land in. 1 pushes one batch at a time."`
+	ReorderWindow            time.Duration     `yaml:"reorder_window" mapstructure:"reorder_window" default:"30m" min:"1s" max:"24h" zero:"allowed" doc:"A batch is pushed before an earlier one of its lane has landed only when its entries are at most this much newer than that batch's oldest: Loki refuses, per stream, entries older than the stream's newest by more than half its max_chunk_age (1h by default: keep this under it). 0 for a Loki with unordered_writes: false (a batch then overtakes only batches at least as new)."`
 	Batch                    Batch             `yaml:"batch" mapstructure:"batch" doc:"Batching and queue bounds, per lane (realtime streams and bulk downloads each get their own)."`
 }
 
@@ -226,6 +228,8 @@ type State struct {
 	File  StateFile `yaml:"file" mapstructure:"file" doc:"Used when store is file."`
 	S3    S3Object  `yaml:"s3" mapstructure:"s3" doc:"Used when store is s3." defaults:"key=sf2loki/state.json"`
 	GCS   GCSObject `yaml:"gcs" mapstructure:"gcs" doc:"Used when store is gcs." defaults:"object_name=sf2loki/state.json"`
+	// CommitInterval: see EffectiveCommitInterval.
+	CommitInterval time.Duration `yaml:"commit_interval" mapstructure:"commit_interval" default:"0s" min:"100ms" max:"10m" zero:"allowed" doc:"The least time between two checkpoint writes: positions the sink accepted are gathered (the latest per key) and written together, and always at a drain, a demotion and a shutdown. A crash re-sends at most this much (identical entries, which Loki stores once). 0 takes the store's default: file at once (one write at a time), s3 and gcs 10s (about 260,000 writes a month under constant load: see docs/operations.md). gcs allows about one write per second to an object: under 1s is refused there."`
 }
 
 // StateFile is a checkpoint file.

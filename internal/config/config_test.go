@@ -332,3 +332,34 @@ func TestStallTimeoutIsRaisedAboveOneBatch(t *testing.T) {
 		t.Fatalf("the default: %s", cfg.EffectiveStallTimeout())
 	}
 }
+
+// The checkpoint commit interval defaults by store: a file at once, an
+// object every 10s; gcs refuses an interval under its one write a second.
+func TestCommitIntervalByStore(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want time.Duration
+	}{
+		{"", 0},
+		{"state: {store: s3, s3: {bucket: b}}\n", 10 * time.Second},
+		{"state: {store: gcs, gcs: {bucket: b}}\n", 10 * time.Second},
+		{"state: {store: s3, s3: {bucket: b}, commit_interval: 500ms}\n", 500 * time.Millisecond},
+		{"state: {commit_interval: 2s}\n", 2 * time.Second},
+	} {
+		cfg, _, err := config.Load(write(t, tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := cfg.EffectiveCommitInterval(); got != tc.want {
+			t.Fatalf("%q: commit interval %s, want %s", tc.yaml, got, tc.want)
+		}
+	}
+	_, _, err := config.Load(write(t, "state: {store: gcs, gcs: {bucket: b}, commit_interval: 500ms}\n"))
+	if err == nil || !strings.Contains(err.Error(), "state.commit_interval") || !strings.Contains(err.Error(), "one write per second") {
+		t.Fatalf("gcs with 500ms: %v", err)
+	}
+	cfg, _, _ := config.Load(write(t, "state: {store: s3, s3: {bucket: b}}\n"))
+	if got, want := cfg.EffectiveStallTimeout(), 5*time.Minute; got != want {
+		t.Fatalf("stall timeout %s, want %s (above the minimum, which now holds the commit interval: %s)", got, want, cfg.MinStallTimeout())
+	}
+}

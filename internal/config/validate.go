@@ -206,10 +206,14 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	if c.Service.HealthAddr == "" {
 		add("service.health_addr", "required")
 	}
+	if ci := c.State.CommitInterval; c.State.Store == StoreGCS && ci > 0 && ci < MinGCSCommitInterval {
+		add("state.commit_interval", "%s with state.store gcs: GCS allows about one write per second to an object and answers 429 above it; "+
+			"use at least %s (0 takes the default, %s)", ci, MinGCSCommitInterval, DefaultObjectCommitInterval)
+	}
 	// Risky pairings.
 	if st, least := c.Service.StallTimeout, c.MinStallTimeout(); st > 0 && st < least {
 		warnings = append(warnings, fmt.Sprintf("service.stall_timeout %s is shorter than one batch can legitimately take "+
-			"(sink.loki.batch.max_wait + 5 push attempts of sink.loki.timeout); the daemon uses %s", st, least))
+			"(sink.loki.batch.max_wait + 5 push attempts of sink.loki.timeout + the checkpoint commit interval); the daemon uses %s", st, least))
 	}
 	if ct != CoordinateNoop && ct != CoordinateFileLease && c.State.Store == StoreFile {
 		warnings = append(warnings, fmt.Sprintf("coordinate.type %s with state.store file: every replica must mount the same state file on shared storage, "+
@@ -439,7 +443,26 @@ func (c *Config) leaseURI() string {
 // healthy pipeline: a batch waits up to sink.loki.batch.max_wait before it
 // is pushed, and one push may take 5 attempts of sink.loki.timeout.
 func (c *Config) MinStallTimeout() time.Duration {
-	return c.Sink.Loki.Batch.MaxWait + 5*c.Sink.Loki.Timeout + 10*time.Second
+	return c.Sink.Loki.Batch.MaxWait + 5*c.Sink.Loki.Timeout + c.EffectiveCommitInterval() + 10*time.Second
+}
+
+// Checkpoint commit intervals by store (state.commit_interval 0).
+const (
+	// DefaultObjectCommitInterval is the s3 and gcs default: 10s bounds a
+	// constant load to about 260,000 writes a month.
+	DefaultObjectCommitInterval = 10 * time.Second
+	// MinGCSCommitInterval is the least interval on gcs, which allows about
+	// one write per second to an object.
+	MinGCSCommitInterval = time.Second
+)
+
+// EffectiveCommitInterval is state.commit_interval, or the store's default
+// when 0: a file commits at once, an object every 10s.
+func (c *Config) EffectiveCommitInterval() time.Duration {
+	if c.State.CommitInterval > 0 || c.State.Store == StoreFile {
+		return c.State.CommitInterval
+	}
+	return DefaultObjectCommitInterval
 }
 
 // EffectiveStallTimeout is service.stall_timeout, raised to

@@ -37,7 +37,7 @@ var (
 
 // StalledError is the liveness guard's verdict. It unwraps to ErrStalled.
 type StalledError struct {
-	// Lane is the lane that stalled.
+	// Lane is the lane that stalled, or "checkpoint" for the committer.
 	Lane string
 	// For is how long nothing was pushed or committed.
 	For time.Duration
@@ -46,6 +46,10 @@ type StalledError struct {
 }
 
 func (e *StalledError) Error() string {
+	if e.Lane == checkpointLane {
+		return fmt.Sprintf("pipeline stalled: %d checkpoint keys accepted by the sink and no successful commit for %s; "+
+			"check the state store (sf2loki doctor reads and writes it)", e.Pending, e.For.Round(time.Second))
+	}
 	return fmt.Sprintf("pipeline stalled: %d entries waiting in the %s lane and no successful push or commit there for %s; "+
 		"check sink.loki (sf2loki doctor pushes a test entry) and the state store", e.Pending, e.Lane, e.For.Round(time.Second))
 }

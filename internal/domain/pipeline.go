@@ -45,7 +45,25 @@ type PipelineConfig struct {
 	// abandons the batches in flight (uncommitted) and returns a
 	// *StalledError, so that the leader can hand over. 0 disables it.
 	StallTimeout time.Duration
-	Logger       *slog.Logger
+	// MaxInFlight is how many batches a lane pushes at once (0: 1). Their
+	// checkpoints are released in the lane's order whatever order the sink
+	// accepts them in, so a key's position moves only once every earlier
+	// batch holding it was accepted.
+	MaxInFlight int
+	// ReorderWindow is how much newer than the oldest entry of an earlier
+	// batch still in flight a batch's newest entry may be for the batch to
+	// be pushed before that one lands (Loki refuses, per stream, entries
+	// older than its newest by more than half its max_chunk_age). A batch
+	// that would exceed it waits for the earlier ones. 0: a batch overtakes
+	// only batches whose entries are all at least as new as its own.
+	ReorderWindow time.Duration
+	// CommitInterval is the least time between the end of one checkpoint
+	// commit and the start of the next: accepted positions are gathered
+	// (the latest value per key) and written together, and always at the
+	// end of a run. 0 commits as soon as a batch is released (one write at
+	// a time, coalescing what is released meanwhile).
+	CommitInterval time.Duration
+	Logger         *slog.Logger
 }
 
 // CheckpointWriter is what the pipeline commits through: the
@@ -80,6 +98,12 @@ func NewPipeline(sink ports.Sink, clock ports.Clock, cfg PipelineConfig) (*Pipel
 		if l.QueueEntries > MaxQueueEntries {
 			return nil, configErrorf("pipeline %s lane: queue entries %d above the maximum %d", name, l.QueueEntries, MaxQueueEntries)
 		}
+	}
+	if cfg.MaxInFlight < 0 || cfg.ReorderWindow < 0 || cfg.CommitInterval < 0 {
+		return nil, configErrorf("pipeline max in flight, reorder window and commit interval must not be negative")
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = 1
 	}
 	if cfg.RetryMin <= 0 {
 		cfg.RetryMin = time.Second
@@ -154,6 +178,12 @@ type lane struct {
 	ch    chan ports.Entry
 	bytes *budget
 	live  *liveness
+
+	mu      sync.Mutex
+	flights []*flight     // pushed or waiting to be released, in the lane's order
+	changed chan struct{} // closed and replaced when a flight lands or is released
+	// abandoned counts what was dropped uncommitted (logged once at the end).
+	abandonedBatches, abandonedEntries int
 }
 
 // poison records keys whose batch was abandoned: no later commit for them
@@ -185,6 +215,11 @@ func (p *poison) has(key string) bool {
 // then stays uncommitted and is re-ingested by the next leader. It returns
 // the first fatal error: a sink's non-transient error, a fence or conflict
 // from the committer, or a source's failure.
+//
+// Each lane collects batches and pushes up to MaxInFlight of them at once;
+// a batch's checkpoints are released in the lane's order once it and every
+// earlier batch landed, and the committer writes what was released at most
+// once per CommitInterval, and at the end.
 func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, resume func(string) (string, bool), sources []ports.Source) error {
 	lanes := map[ports.Lane]*lane{
 		ports.LaneRealtime: newLane("realtime", p.cfg.Realtime, p.clock.Now()),
@@ -192,7 +227,8 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 	}
 	srcCtx, stopSources := context.WithCancelCause(ctx)
 	defer stopSources(nil)
-	// A stall abandons the pushes and commits in flight, drain or not.
+	// A stall or a fatal error abandons the pushes and commits in flight,
+	// drain or not.
 	drain, abandon := context.WithCancel(drain)
 	defer abandon()
 	var (
@@ -207,6 +243,10 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 		errMu.Unlock()
 		stopSources(err)
 	}
+	// A fatal push or commit error (a conflict, a fence) abandons every push
+	// and commit in flight: no commit could land after it, and Run must
+	// return promptly so that the daemon can reload.
+	failAbandon := func(err error) { fail(err); abandon() }
 	var producers = map[ports.Lane]*sync.WaitGroup{ports.LaneRealtime: {}, ports.LaneBulk: {}}
 	for _, s := range sources {
 		l := lanes[s.Lane()]
@@ -217,18 +257,24 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 			}
 		})
 	}
+	q := newCommitQueue(p.clock.Now())
 	var watcher sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(drain)
 	defer stopWatch()
 	if p.cfg.StallTimeout > 0 {
+		watched := []watched{{"realtime", lanes[ports.LaneRealtime].live}, {"bulk", lanes[ports.LaneBulk].live}, {checkpointLane, q.live}}
 		watcher.Go(func() {
-			if err := p.watch(watchCtx, lanes); err != nil {
-				p.log.Error("pipeline stalled: abandoning the batches in flight, uncommitted", "error", err)
-				fail(err)
-				abandon()
+			if err := p.watch(watchCtx, watched); err != nil {
+				p.log.Error("pipeline stalled: abandoning the batches and commits in flight, uncommitted", "error", err)
+				failAbandon(err)
 			}
 		})
 	}
+	lanesDone, committed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(committed)
+		p.commitLoop(drain, q, commits, lanesDone, failAbandon)
+	}()
 	var consumers sync.WaitGroup
 	poisoned := &poison{keys: map[string]bool{}}
 	for id, l := range lanes {
@@ -236,12 +282,11 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 			producers[id].Wait()
 			close(l.ch)
 		}()
-		// A consumer's fatal error (a conflict, a fence) also abandons the
-		// other lane's push in flight: its commit could not land either, and
-		// Run must return promptly so that the daemon can reload.
-		consumers.Go(func() { p.consume(drain, l, commits, poisoned, func(err error) { fail(err); abandon() }) })
+		consumers.Go(func() { p.consume(drain, l, q, poisoned, failAbandon) })
 	}
 	consumers.Wait()
+	close(lanesDone)
+	<-committed
 	stopWatch()
 	watcher.Wait()
 	errMu.Lock()
@@ -251,15 +296,15 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 
 func newLane(name string, cfg LaneConfig, now time.Time) *lane {
 	l := &lane{name: name, cfg: cfg, ch: make(chan ports.Entry, cfg.QueueEntries),
-		bytes: &budget{max: cfg.QueueBytes, freed: make(chan struct{})}, live: &liveness{}}
+		bytes: &budget{max: cfg.QueueBytes, freed: make(chan struct{})}, live: &liveness{}, changed: make(chan struct{})}
 	l.live.progress(now)
 	return l
 }
 
-// liveness is what the stall guard watches in one lane: entries accepted
-// into it and not yet flushed, and when one of its pushes or commits last
-// succeeded (or it was last idle). Each lane has its own, so a lane stuck
-// behind a refusing sink is noticed while the other one flows.
+// liveness is what the stall guard watches in one lane (or the committer):
+// work accepted and not yet done, and when its last push or commit
+// succeeded (or it was last idle). Each has its own, so a lane stuck behind
+// a refusing sink is noticed while the other one flows.
 type liveness struct {
 	pending atomic.Int64
 	last    atomic.Int64 // UnixNano on the pipeline's clock
@@ -267,9 +312,18 @@ type liveness struct {
 
 func (l *liveness) progress(now time.Time) { l.last.Store(now.UnixNano()) }
 
-// watch returns a *StalledError once a lane has had entries pending with
-// no progress for StallTimeout; nil when ctx ends.
-func (p *Pipeline) watch(ctx context.Context, lanes map[ports.Lane]*lane) error {
+// watched is one liveness the stall guard watches.
+type watched struct {
+	name string
+	live *liveness
+}
+
+// checkpointLane names the committer in a StalledError.
+const checkpointLane = "checkpoint"
+
+// watch returns a *StalledError once a lane (or the committer) has had work
+// pending with no progress for StallTimeout; nil when ctx ends.
+func (p *Pipeline) watch(ctx context.Context, all []watched) error {
 	limit := p.cfg.StallTimeout
 	tick := max(limit/10, time.Millisecond)
 	for {
@@ -279,14 +333,14 @@ func (p *Pipeline) watch(ctx context.Context, lanes map[ports.Lane]*lane) error 
 		case <-p.clock.After(tick):
 		}
 		now := p.clock.Now()
-		for _, l := range lanes {
-			pending := l.live.pending.Load()
+		for _, w := range all {
+			pending := w.live.pending.Load()
 			if pending == 0 {
-				l.live.progress(now)
+				w.live.progress(now)
 				continue
 			}
-			if since := now.Sub(time.Unix(0, l.live.last.Load())); since >= limit {
-				return &StalledError{Lane: l.name, For: since, Pending: pending}
+			if since := now.Sub(time.Unix(0, w.live.last.Load())); since >= limit {
+				return &StalledError{Lane: w.name, For: since, Pending: pending}
 			}
 		}
 	}
@@ -307,110 +361,6 @@ func (l *lane) push(ctx context.Context, e ports.Entry) error {
 		l.bytes.release(cost)
 		return ctx.Err()
 	}
-}
-
-// consume batches the lane until it is closed and empty. A fatal error is
-// reported through fail at once, which stops the sources: the lane closes
-// only after they stop, so waiting to report it until the lane is empty
-// would wait forever on a live source. After it, the consumer keeps
-// emptying the lane (so producers never block) without pushing.
-func (p *Pipeline) consume(drain context.Context, l *lane, commits CheckpointWriter, poisoned *poison, fail func(error)) {
-	var fatal error
-	for {
-		batch, cost, open := p.collect(l)
-		if len(batch) > 0 {
-			if fatal == nil {
-				if fatal = p.flush(drain, l, batch, commits, poisoned); fatal != nil {
-					fail(fatal)
-				}
-			} else {
-				poisoned.add(batch)
-			}
-			l.bytes.release(cost)
-			l.live.pending.Add(-int64(len(batch)))
-		}
-		if !open {
-			return
-		}
-	}
-}
-
-// collect takes one batch: it waits for a first entry, then gathers until
-// the batch is full, BatchWait has passed, or the lane is closed.
-func (p *Pipeline) collect(l *lane) (batch []ports.Entry, cost int64, open bool) {
-	e, ok := <-l.ch
-	if !ok {
-		return nil, 0, false
-	}
-	batch = append(make([]ports.Entry, 0, min(l.cfg.BatchEntries, 256)), e)
-	cost = entryCost(e)
-	timer := p.clock.NewTimer(l.cfg.BatchWait)
-	defer timer.Stop()
-	for len(batch) < l.cfg.BatchEntries && cost < l.cfg.BatchBytes {
-		select {
-		case e, ok := <-l.ch:
-			if !ok {
-				return batch, cost, false
-			}
-			batch = append(batch, e)
-			cost += entryCost(e)
-		case <-timer.C():
-			return batch, cost, true
-		}
-	}
-	return batch, cost, true
-}
-
-// flush pushes the batch's lines, retrying transient refusals until drain
-// ends, then commits the last value per key. An abandoned batch poisons its
-// keys.
-func (p *Pipeline) flush(drain context.Context, l *lane, batch []ports.Entry, commits CheckpointWriter, poisoned *poison) error {
-	lines := make([]ports.Entry, 0, len(batch))
-	for _, e := range batch {
-		if !e.CheckpointOnly {
-			lines = append(lines, e)
-		}
-	}
-	if len(lines) > 0 {
-		if err := p.untilDone(drain, "push", func() error { return p.sink.Push(drain, lines) }); err == nil {
-			l.live.progress(p.clock.Now())
-		} else {
-			poisoned.add(batch)
-			if errors.Is(err, errAbandoned) {
-				p.log.Warn("batch abandoned uncommitted at shutdown; the next leader re-ingests it", "lane", l.name, "entries", len(lines))
-				return nil
-			}
-			return fmt.Errorf("sink: %w", err)
-		}
-	}
-	kv := map[string]string{}
-	for _, e := range batch {
-		if e.Checkpoint.Key != "" && !poisoned.has(e.Checkpoint.Key) {
-			kv[e.Checkpoint.Key] = e.Checkpoint.Value
-		}
-	}
-	if len(kv) == 0 {
-		return nil
-	}
-	err := p.untilDone(drain, "commit", func() error {
-		err := commits.CommitMany(drain, kv)
-		if errors.Is(err, ErrFenced) || errors.Is(err, ErrConflict) {
-			return &stopRetrying{err}
-		}
-		if err != nil {
-			return ports.Transient("commit", err)
-		}
-		return nil
-	})
-	if err != nil {
-		poisoned.add(batch)
-		if errors.Is(err, errAbandoned) {
-			return nil
-		}
-		return err
-	}
-	l.live.progress(p.clock.Now())
-	return nil
 }
 
 var errAbandoned = errors.New("abandoned: the drain deadline passed")

@@ -1,0 +1,324 @@
+package domain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// A flight is one batch from its collection until its checkpoints are
+// released: pushed (up to MaxInFlight per lane at once), landed (accepted,
+// abandoned or refused), then released in the lane's order.
+type flight struct {
+	batch []ports.Entry
+	lines []ports.Entry // the entries pushed (not the checkpoint-only ones)
+	cost  int64
+	// oldest and newest are the times of its lines (zero without lines).
+	oldest, newest time.Time
+	landed         bool
+	// err is nil when the sink accepted the lines (or there were none),
+	// errAbandoned when they were dropped uncommitted, else the fatal error.
+	err error
+}
+
+func newFlight(batch []ports.Entry, cost int64) *flight {
+	f := &flight{batch: batch, cost: cost, lines: make([]ports.Entry, 0, len(batch))}
+	for _, e := range batch {
+		if e.CheckpointOnly {
+			continue
+		}
+		f.lines = append(f.lines, e)
+		if f.oldest.IsZero() || e.Time.Before(f.oldest) {
+			f.oldest = e.Time
+		}
+		if e.Time.After(f.newest) {
+			f.newest = e.Time
+		}
+	}
+	return f
+}
+
+// consume batches the lane until it is closed and empty, pushing up to
+// MaxInFlight batches at once. After a fatal error or the end of the drain
+// (drain is done), batches are released uncommitted without a push, so
+// that the producers never block.
+func (p *Pipeline) consume(drain context.Context, l *lane, q *commitQueue, poisoned *poison, fail func(error)) {
+	var pushes sync.WaitGroup
+	for {
+		// A batch is collected only once it could be pushed: a lane holds at
+		// most MaxInFlight batches besides its queue.
+		l.await(drain, func() bool { return len(l.flights) < p.cfg.MaxInFlight })
+		batch, cost, open := p.collect(l)
+		if len(batch) > 0 {
+			f := newFlight(batch, cost)
+			switch {
+			case !p.admit(drain, l, f):
+				l.land(f, errAbandoned, q, poisoned)
+			case len(f.lines) == 0:
+				l.land(f, nil, q, poisoned)
+			default:
+				pushes.Go(func() { l.land(f, p.pushFlight(drain, l, f, fail), q, poisoned) })
+			}
+		}
+		if !open {
+			break
+		}
+	}
+	pushes.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.abandonedBatches > 0 {
+		p.log.Warn("batches abandoned uncommitted; the next leader re-ingests them", "lane", l.name,
+			"batches", l.abandonedBatches, "entries", l.abandonedEntries)
+	}
+}
+
+// admit queues f behind the lane's flights once it may go: fewer than
+// MaxInFlight flights wait to be released, and f's lines are at most
+// ReorderWindow newer than the oldest line of any earlier flight still in
+// the air. It returns false, queueing f all the same, once drain is done.
+func (p *Pipeline) admit(drain context.Context, l *lane, f *flight) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.awaitLocked(drain, func() bool { return p.mayGo(l, f) })
+	l.flights = append(l.flights, f)
+	return drain.Err() == nil
+}
+
+// await waits until ok (called with l.mu held) or drain is done.
+func (l *lane) await(drain context.Context, ok func() bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.awaitLocked(drain, ok)
+}
+
+func (l *lane) awaitLocked(drain context.Context, ok func() bool) {
+	for drain.Err() == nil && !ok() {
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-drain.Done():
+		}
+		l.mu.Lock()
+	}
+}
+
+// mayGo reports whether f may be pushed now (l.mu held).
+func (p *Pipeline) mayGo(l *lane, f *flight) bool {
+	if len(l.flights) >= p.cfg.MaxInFlight {
+		return false
+	}
+	if len(f.lines) == 0 {
+		return true
+	}
+	for _, g := range l.flights {
+		if !g.landed && len(g.lines) > 0 && f.newest.Sub(g.oldest) > p.cfg.ReorderWindow {
+			return false
+		}
+	}
+	return true
+}
+
+// pushFlight pushes f's lines, retrying transient refusals until drain
+// ends. A fatal error is reported through fail at once.
+func (p *Pipeline) pushFlight(drain context.Context, l *lane, f *flight, fail func(error)) error {
+	err := p.untilDone(drain, "push", func() error { return p.sink.Push(drain, f.lines) })
+	switch {
+	case err == nil:
+		l.live.progress(p.clock.Now())
+		return nil
+	case errors.Is(err, errAbandoned):
+		return errAbandoned
+	default:
+		err = fmt.Errorf("sink: %w", err)
+		fail(err)
+		return err
+	}
+}
+
+// land records f's outcome and releases, in the lane's order, every flight
+// that landed with no earlier one still in the air: an accepted one offers
+// its checkpoints (the last value per key, except poisoned keys) to the
+// committer, any other poisons its keys so that no later batch's value for
+// them is committed in this run.
+func (l *lane) land(f *flight, err error, q *commitQueue, poisoned *poison) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f.landed, f.err = true, err
+	for len(l.flights) > 0 && l.flights[0].landed {
+		g := l.flights[0]
+		l.flights[0] = nil
+		l.flights = l.flights[1:]
+		if g.err == nil {
+			kv := map[string]string{}
+			for _, e := range g.batch {
+				if e.Checkpoint.Key != "" && !poisoned.has(e.Checkpoint.Key) {
+					kv[e.Checkpoint.Key] = e.Checkpoint.Value
+				}
+			}
+			q.offer(kv)
+		} else {
+			poisoned.add(g.batch)
+			if len(g.lines) > 0 {
+				l.abandonedBatches++
+				l.abandonedEntries += len(g.lines)
+			}
+		}
+		l.bytes.release(g.cost)
+		l.live.pending.Add(-int64(len(g.batch)))
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// commitQueue gathers the released checkpoints for the committer: the
+// latest value per key.
+type commitQueue struct {
+	mu      sync.Mutex
+	pending map[string]string
+	wake    chan struct{} // one slot: something was offered
+	live    *liveness     // pending: keys offered and not yet committed
+}
+
+func newCommitQueue(now time.Time) *commitQueue {
+	q := &commitQueue{pending: map[string]string{}, wake: make(chan struct{}, 1), live: &liveness{}}
+	q.live.progress(now)
+	return q
+}
+
+func (q *commitQueue) offer(kv map[string]string) {
+	if len(kv) == 0 {
+		return
+	}
+	q.mu.Lock()
+	for k, v := range kv {
+		q.pending[k] = v
+	}
+	q.live.pending.Store(int64(len(q.pending)))
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns what waits to be committed (it stays counted as pending
+// until done).
+func (q *commitQueue) take() map[string]string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kv := q.pending
+	q.pending = map[string]string{}
+	return kv
+}
+
+// done records a commit that succeeded.
+func (q *commitQueue) done(now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.live.pending.Store(int64(len(q.pending)))
+	q.live.progress(now)
+}
+
+// commitLoop writes what the lanes release: at most once per
+// CommitInterval (measured from the end of the previous commit), and once
+// more when every lane is done. It stops when drain ends (what was not
+// committed then is re-ingested by the next leader) or at a fatal error,
+// reported through fail.
+func (p *Pipeline) commitLoop(drain context.Context, q *commitQueue, commits CheckpointWriter, lanesDone <-chan struct{}, fail func(error)) {
+	var last time.Time // the end of the previous commit
+	final := false
+	for {
+		if !final {
+			select {
+			case <-q.wake:
+			case <-lanesDone:
+				final = true
+			case <-drain.Done():
+				p.uncommitted(q, nil)
+				return
+			}
+		}
+		if wait := last.Add(p.cfg.CommitInterval).Sub(p.clock.Now()); !final && !last.IsZero() && wait > 0 {
+			select {
+			case <-p.clock.After(wait):
+			case <-lanesDone:
+				final = true
+			case <-drain.Done():
+				p.uncommitted(q, nil)
+				return
+			}
+		}
+		kv := q.take()
+		if len(kv) == 0 {
+			if final {
+				return
+			}
+			continue
+		}
+		err := p.untilDone(drain, "commit", func() error {
+			err := commits.CommitMany(drain, kv)
+			if errors.Is(err, ErrFenced) || errors.Is(err, ErrConflict) {
+				return &stopRetrying{err}
+			}
+			if err != nil {
+				return ports.Transient("commit", err)
+			}
+			return nil
+		})
+		last = p.clock.Now()
+		switch {
+		case err == nil:
+			q.done(last)
+		case errors.Is(err, errAbandoned):
+			p.uncommitted(q, kv)
+			return
+		default:
+			fail(err)
+			return
+		}
+	}
+}
+
+// uncommitted logs the positions left uncommitted when the drain ended:
+// those waiting and failed (the ones a commit in the air held).
+func (p *Pipeline) uncommitted(q *commitQueue, failed map[string]string) {
+	kv := q.take()
+	for k := range failed {
+		kv[k] = ""
+	}
+	if len(kv) > 0 {
+		p.log.Warn("checkpoints left uncommitted at the end of the drain; the next leader re-ingests from the positions committed before",
+			"keys", len(kv))
+	}
+}
+// collect takes one batch: it waits for a first entry, then gathers until
+// the batch is full, BatchWait has passed, or the lane is closed.
+func (p *Pipeline) collect(l *lane) (batch []ports.Entry, cost int64, open bool) {
+	e, ok := <-l.ch
+	if !ok {
+		return nil, 0, false
+	}
+	batch = append(make([]ports.Entry, 0, min(l.cfg.BatchEntries, 256)), e)
+	cost = entryCost(e)
+	timer := p.clock.NewTimer(l.cfg.BatchWait)
+	defer timer.Stop()
+	for len(batch) < l.cfg.BatchEntries && cost < l.cfg.BatchBytes {
+		select {
+		case e, ok := <-l.ch:
+			if !ok {
+				return batch, cost, false
+			}
+			batch = append(batch, e)
+			cost += entryCost(e)
+		case <-timer.C():
+			return batch, cost, true
+		}
+	}
+	return batch, cost, true
+}
