@@ -297,6 +297,7 @@ func (p *Pipeline) uncommitted(q *commitQueue, failed map[string]string) {
 			"keys", len(kv))
 	}
 }
+
 // collect takes one batch: it waits for a first entry, then gathers until
 // the batch is full, BatchWait has passed, or the lane is closed.
 func (p *Pipeline) collect(l *lane) (batch []ports.Entry, cost int64, open bool) {

@@ -321,48 +321,39 @@ func (s *ELFSource) poll(ctx context.Context, t string, st *elfType, emit func(p
 		return errPollThrottled
 	}
 	pos := st.pos
-	q := fmt.Sprintf("SELECT Id, EventType, Interval, LogDate, CreatedDate, LogFileLength FROM EventLogFile "+
-		"WHERE EventType = '%s' AND CreatedDate >= %s ORDER BY CreatedDate ASC, Id ASC", t, literal(pos.last))
-	if s.spec.Interval != IntervalAuto {
-		q = fmt.Sprintf("SELECT Id, EventType, Interval, LogDate, CreatedDate, LogFileLength FROM EventLogFile "+
-			"WHERE EventType = '%s' AND Interval = '%s' AND CreatedDate >= %s ORDER BY CreatedDate ASC, Id ASC",
-			t, s.spec.Interval, literal(pos.last))
-	}
-	rows, err := Query(ctx, s.auth, s.version, q)
-	if err != nil {
-		return err
-	}
-	files := make([]elfFile, len(rows))
-	for i, r := range rows {
-		f := elfFile{}
-		f.id, _ = r["Id"].(string)
-		f.created, _ = r["CreatedDate"].(string)
-		f.interval, _ = r["Interval"].(string)
-		ct, err := ParseTime(f.created)
-		if f.id == "" || err != nil {
-			return fmt.Errorf("salesforce: EventLogFile row without Id or CreatedDate: %v", r)
-		}
-		f.ct = ct
-		if ld, _ := r["LogDate"].(string); ld != "" {
-			f.logDate, _ = ParseTime(ld)
-		}
-		if f.logDate.IsZero() {
-			f.logDate = ct
-		}
-		files[i] = f
-	}
-	if s.spec.Interval == IntervalAuto {
-		if err := s.choose(ctx, t, st, files); err != nil {
+	settled := s.clock.Now().Add(-s.spec.SettleWindow)
+	var files []elfFile
+	// A switch of the interval rule may move the watermark back (to read a
+	// Daily file listed before): the type is then listed again.
+	for i := 0; ; i++ {
+		var err error
+		if files, err = s.list(ctx, t, pos); err != nil {
 			return err
 		}
-	} else if pos.Interval != s.spec.Interval || pos.Since != "" {
-		pos.set(s.spec.Interval, time.Time{})
+		if s.spec.Interval != IntervalAuto {
+			if pos.Interval != s.spec.Interval || pos.Since != "" {
+				pos.set(s.spec.Interval, time.Time{})
+			}
+			break
+		}
+		if i == 2 { // decided on an earlier listing, which this one holds
+			break
+		}
+		// The rule is decided on settled files only: a younger one may
+		// still change (and so may what it says of its day).
+		young := func(f elfFile) bool { return s.spec.SettleWindow > 0 && f.ct.After(settled) }
+		back, err := s.choose(ctx, t, st, slices.DeleteFunc(slices.Clone(files), young))
+		if err != nil {
+			return err
+		}
+		if !back {
+			break
+		}
 	}
 	if pos.Interval == "" {
 		return nil // no file listed yet to decide by
 	}
 	s.note(t, pos, "")
-	settled := s.clock.Now().Add(-s.spec.SettleWindow)
 	for _, f := range files {
 		if pos.done(f.id, f.created) || !pos.wants(f) {
 			continue
@@ -378,6 +369,47 @@ func (s *ELFSource) poll(ctx context.Context, t string, st *elfType, emit func(p
 		}
 	}
 	return nil
+}
+
+// list returns the type's files created at or after its watermark, in
+// CreatedDate order.
+func (s *ELFSource) list(ctx context.Context, t string, pos *elfPos) ([]elfFile, error) {
+	q := fmt.Sprintf("SELECT Id, EventType, Interval, LogDate, CreatedDate, LogFileLength FROM EventLogFile "+
+		"WHERE EventType = '%s' AND CreatedDate >= %s ORDER BY CreatedDate ASC, Id ASC", t, literal(pos.last))
+	if s.spec.Interval != IntervalAuto {
+		q = fmt.Sprintf("SELECT Id, EventType, Interval, LogDate, CreatedDate, LogFileLength FROM EventLogFile "+
+			"WHERE EventType = '%s' AND Interval = '%s' AND CreatedDate >= %s ORDER BY CreatedDate ASC, Id ASC",
+			t, s.spec.Interval, literal(pos.last))
+	}
+	rows, err := Query(ctx, s.auth, s.version, q)
+	if err != nil {
+		return nil, err
+	}
+	return elfFiles(rows)
+}
+
+// elfFiles reads listed EventLogFile records.
+func elfFiles(rows []map[string]any) ([]elfFile, error) {
+	files := make([]elfFile, len(rows))
+	for i, r := range rows {
+		f := elfFile{}
+		f.id, _ = r["Id"].(string)
+		f.created, _ = r["CreatedDate"].(string)
+		f.interval, _ = r["Interval"].(string)
+		ct, err := ParseTime(f.created)
+		if f.id == "" || err != nil {
+			return nil, fmt.Errorf("salesforce: EventLogFile row without Id or CreatedDate: %v", r)
+		}
+		f.ct = ct
+		if ld, _ := r["LogDate"].(string); ld != "" {
+			f.logDate, _ = ParseTime(ld)
+		}
+		if f.logDate.IsZero() {
+			f.logDate = ct
+		}
+		files[i] = f
+	}
+	return files, nil
 }
 
 func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, emit func(ports.Entry) error) error {

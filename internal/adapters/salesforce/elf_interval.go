@@ -173,17 +173,22 @@ func (p *elfPos) describe() string {
 //     Hourly files of the day a Daily range begins on are the ones that
 //     stopped there, and switch nothing.
 //   - Hourly → Daily, when a listed Daily file covers a day D the rule
-//     reads Hourly and the org has no Hourly file for D (asked once per
+//     reads Hourly and the org has no Hourly file for D, or D is the first
+//     day it has any and they began after D's first hour (asked once per
 //     file): Daily files are read from the day after the org's last Hourly
-//     file before D (from that day itself when that file is not of the
-//     day's last hour and the day's Daily file is still to be read: it
-//     holds the hours after the Hourly files stopped; the hours read
-//     already are read again), or from every day when there is none. When the org has Hourly files after D (they began, or came
-//     back, later), Hourly files are read again from the day of the first
-//     of them, or the day after it when they began after its first hour.
-//     So a day without Hourly files is read from its Daily file, and a
-//     type switches to Daily for good only when the Hourly files stopped.
-func (s *ELFSource) choose(ctx context.Context, t string, st *elfType, files []elfFile) error {
+//     file before D, or from every day when there is none. When that file
+//     is not of the day's last hour, its day is read from its Daily file
+//     too (it holds the hours after the Hourly files stopped; those read
+//     already are read again), moving the watermark back to that file when
+//     it was listed and skipped before (the caller lists again). When the
+//     org has Hourly files after D (they began, or came back, later),
+//     Hourly files are read again from the day of the first of them, or the
+//     day after it when they began after its first hour. So a day without
+//     Hourly files is read from its Daily file, and a type switches to
+//     Daily for good only when the Hourly files stopped.
+//
+// It reports whether the watermark moved back.
+func (s *ELFSource) choose(ctx context.Context, t string, st *elfType, files []elfFile) (relist bool, _ error) {
 	pos := st.pos
 	var reason string
 	if pos.Interval == "" {
@@ -198,7 +203,7 @@ func (s *ELFSource) choose(ctx context.Context, t string, st *elfType, files []e
 			pos.set(IntervalDaily, time.Time{})
 			reason = "the org publishes no Hourly files for the type (Event Monitoring not licensed): Daily files"
 		default:
-			return nil
+			return false, nil
 		}
 	}
 	defer func() { s.note(t, pos, reason) }()
@@ -211,16 +216,19 @@ func (s *ELFSource) choose(ctx context.Context, t string, st *elfType, files []e
 			why = toHourly(pos, files)
 		} else {
 			var err error
-			if why, err = s.toDaily(ctx, t, st, files); err != nil {
-				return err
+			if why, relist, err = s.toDaily(ctx, t, st, files); err != nil || relist {
+				if why != "" {
+					reason = why
+				}
+				return relist, err
 			}
 		}
 		if why == "" {
-			return nil
+			return false, nil
 		}
 		reason = why
 	}
-	return nil
+	return false, nil
 }
 
 // toHourly applies the Daily → Hourly rule; it returns the reason of a
@@ -247,8 +255,9 @@ func toHourly(pos *elfPos, files []elfFile) string {
 }
 
 // toDaily applies the Hourly → Daily rule; it returns the reason of a
-// switch, or "".
-func (s *ELFSource) toDaily(ctx context.Context, t string, st *elfType, files []elfFile) (string, error) {
+// switch, or "", and whether the watermark moved back to a Daily file that
+// must be read (the type is then listed again).
+func (s *ELFSource) toDaily(ctx context.Context, t string, st *elfType, files []elfFile) (string, bool, error) {
 	pos := st.pos
 	daily := slices.DeleteFunc(slices.Clone(files), func(f elfFile) bool { return f.interval != IntervalDaily })
 	slices.SortStableFunc(daily, func(a, b elfFile) int { return a.logDate.Compare(b.logDate) })
@@ -260,37 +269,80 @@ func (s *ELFSource) toDaily(ctx context.Context, t string, st *elfType, files []
 		d := day(f.logDate)
 		next, err := s.hourlyLogDate(ctx, t, ">=", d)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
-		if !next.IsZero() && day(next).Equal(d) {
+		fromFirstHour := next.Equal(d)
+		if day(next).Equal(d) && fromFirstHour {
 			st.covered[key] = true
 			continue
 		}
 		prev, err := s.hourlyLogDate(ctx, t, "<", d)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
+		if day(next).Equal(d) && !prev.IsZero() {
+			st.covered[key] = true // Hourly files that day, and before it
+			continue
+		}
+		// d has no Hourly file, or is the first day with any and they began
+		// after its first hour: its Daily file holds hours they do not.
 		var from time.Time // every day
+		back := false
 		if !prev.IsZero() {
 			from = day(prev).AddDate(0, 0, 1)
-			if prev.Before(from.Add(-time.Hour)) && slices.ContainsFunc(daily, func(g elfFile) bool {
-				return day(g.logDate).Equal(day(prev)) && !pos.done(g.id, g.created)
-			}) {
-				from = day(prev) // they stopped before the day's last hour
+			if prev.Before(from.Add(-time.Hour)) { // they stopped before the day's last hour
+				listed := slices.ContainsFunc(daily, func(g elfFile) bool { return day(g.logDate).Equal(day(prev)) && !pos.done(g.id, g.created) })
+				if !listed {
+					// That day's Daily file was listed before and skipped:
+					// move the watermark back to it.
+					if back, err = s.rewindTo(ctx, t, pos, day(prev)); err != nil {
+						return "", false, err
+					}
+				}
+				if listed || back {
+					from = day(prev)
+				}
 			}
 		}
 		pos.set(IntervalDaily, from)
 		if next.IsZero() {
-			return fmt.Sprintf("the org published no Hourly file for %s or later", d.Format(time.DateOnly)), nil
+			return fmt.Sprintf("the org published no Hourly file for %s or later", d.Format(time.DateOnly)), back, nil
 		}
 		until := day(next)
 		if !next.Equal(until) {
 			until = until.AddDate(0, 0, 1)
 		}
 		pos.set(IntervalHourly, until)
-		return fmt.Sprintf("the org published no Hourly file from %s to %s", d.Format(time.DateOnly), day(next).AddDate(0, 0, -1).Format(time.DateOnly)), nil
+		if day(next).Equal(d) {
+			return fmt.Sprintf("the org's Hourly files begin on %s, after its first hour", d.Format(time.DateOnly)), back, nil
+		}
+		return fmt.Sprintf("the org published no Hourly file from %s to %s", d.Format(time.DateOnly), day(next).AddDate(0, 0, -1).Format(time.DateOnly)), back, nil
 	}
-	return "", nil
+	return "", false, nil
+}
+
+// rewindTo moves the watermark back to the creation of the type's Daily
+// file of day d, when there is one not yet read and older than the
+// watermark; it reports whether it moved. The files read since stay in the
+// position's ids (the last few hundred), so the listing skips them.
+func (s *ELFSource) rewindTo(ctx context.Context, t string, pos *elfPos, d time.Time) (bool, error) {
+	rows, err := Query(ctx, s.auth, s.version, fmt.Sprintf("SELECT Id, EventType, Interval, LogDate, CreatedDate, LogFileLength FROM EventLogFile "+
+		"WHERE EventType = '%s' AND Interval = 'Daily' AND LogDate >= %s AND LogDate < %s ORDER BY CreatedDate ASC, Id ASC",
+		t, literal(d), literal(d.AddDate(0, 0, 1))))
+	if err != nil {
+		return false, err
+	}
+	files, err := elfFiles(rows)
+	if err != nil {
+		return false, err
+	}
+	for _, f := range files {
+		if !pos.done(f.id, f.created) && f.ct.Before(pos.last) {
+			pos.last, pos.LastCreated = f.ct, f.created
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // hourlyLogDate returns the LogDate of the org's first Hourly file of type

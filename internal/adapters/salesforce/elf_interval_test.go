@@ -110,6 +110,7 @@ func TestELFAutoReadsDailyFilesWhereTheOrgHasNoHourlyOnes(t *testing.T) {
 // days: auto reads the Hourly ones only, never both.
 func TestELFAutoReadsHourlyFilesOnlyWhereTheOrgPublishesBoth(t *testing.T) {
 	org := &fakesf.ELFOrg{}
+	hourly(org, "0ATh26", "API", nov(26, 10), nov(26, 11), 1, rows("h26", 1)) // before the lookback: Nov 27 is not the first Hourly day
 	hourly(org, "0ATh10", "API", nov(27, 10), nov(27, 13), 1, rows("h10", 2))
 	hourly(org, "0ATh11", "API", nov(27, 11), nov(27, 14), 1, rows("h11", 1))
 	daily(org, "0ATd27", "API", nov(27, 0), nov(28, 3), rows("d27", 3))
@@ -192,6 +193,7 @@ func TestELFAutoSwitchesFromHourlyToDailyWhenHourlyFilesStop(t *testing.T) {
 	for _, late := range []bool{false, true} {
 		t.Run(fmt.Sprintf("daily files listed later %v", late), func(t *testing.T) {
 			org := &fakesf.ELFOrg{}
+			hourly(org, "0ATh23", "API", nov(23, 10), nov(23, 11), 1, rows("h23", 1)) // before the lookback
 			hourly(org, "0ATh25a", "API", nov(25, 10), nov(25, 13), 1, rows("h25a", 1))
 			hourly(org, "0ATh26", "API", nov(26, 8), nov(26, 11), 1, rows("h26", 1))
 			dailies := func() {
@@ -231,10 +233,12 @@ func TestELFAutoSwitchesFromHourlyToDailyWhenHourlyFilesStop(t *testing.T) {
 					checks++
 				}
 			}
-			// Nov 25 (listed only when the Daily files come with the rest)
-			// and 26: an Hourly file that day; Nov 27: none that day or
-			// later, the last one before it on Nov 26.
-			if want := map[bool]int{false: 4, true: 3}[late]; checks != want {
+			// Two per Daily file: the first Hourly file from its day on, and
+			// the last before it (Nov 25, 26: Hourly files that day, not
+			// from its first hour, and before it; Nov 27: none that day or
+			// later, the last before it on Nov 26). Nov 25's is listed only
+			// when the Daily files come with the rest.
+			if want := map[bool]int{false: 6, true: 4}[late]; checks != want {
 				t.Fatalf("%d questions for Hourly files, want %d, each asked once", checks, want)
 			}
 		})
@@ -293,6 +297,7 @@ func TestELFAutoReadsADayWithoutHourlyFilesFromItsDailyFile(t *testing.T) {
 // (three ranges) is in the checkpoint, and a restart keeps it.
 func TestELFAutoReadsAGapInTheHourlyFilesFromItsDailyFile(t *testing.T) {
 	org := &fakesf.ELFOrg{}
+	hourly(org, "0ATh23", "API", nov(23, 10), nov(23, 11), 1, rows("h23", 1)) // before the lookback
 	hourly(org, "0ATh25a", "API", nov(25, 10), nov(25, 11), 1, rows("h25a", 1))
 	hourly(org, "0ATh25b", "API", nov(25, 23), nov(26, 0).Add(30*time.Minute), 1, rows("h25b", 1))
 	daily(org, "0ATd25", "API", nov(25, 0), nov(26, 3), rows("d25", 1))
