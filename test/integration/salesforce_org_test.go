@@ -46,6 +46,11 @@ func TestSalesforceOrgEndToEnd(t *testing.T) {
 	if dailyMade.After(now.Add(-30 * time.Minute)) {
 		dailyMade = now.Add(-30 * time.Minute)
 	}
+	// Its Hourly files began long ago (this one is older than the lookback),
+	// so yesterday, whose first Hourly file is of 10:00, is not the day
+	// they began (which would be read from its Daily file).
+	elf.AddFile(fakesf.ELFFile{ID: "0ATh-old", EventType: "API", Interval: "Hourly", LogDate: yesterday.Add(-5 * 24 * time.Hour),
+		CreatedDate: yesterday.Add(-5*24*time.Hour + time.Hour), Sequence: 1, Body: elfBody("h-old", 1)})
 	elf.AddFile(fakesf.ELFFile{ID: "0ATh0", EventType: "API", Interval: "Hourly", LogDate: yesterday.Add(10 * time.Hour),
 		CreatedDate: yesterday.Add(11 * time.Hour), Sequence: 1, Body: elfBody("h0", 100)})
 	elf.AddFile(fakesf.ELFFile{ID: "0ATh1", EventType: "API", Interval: "Hourly", LogDate: hour.Add(-2 * time.Hour),
