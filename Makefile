@@ -79,7 +79,7 @@ $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
 	touch $@
 
 .PHONY: bench
-bench: ## Micro-benchmarks (the daemon benchmarks are `make bench-ha`, `make bench-elf` and `make bench-pubsub`)
+bench: ## Micro-benchmarks (the daemon benchmarks are `make bench-ha`, `make bench-elf`, `make bench-pubsub` and `make bench-latency`)
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /test/integration)
 
 HA_REPEATS ?= 10
@@ -95,6 +95,23 @@ bench-elf: test-tools ## The daemon on a 50 MB and a 150 MB EventLogFile into Vi
 .PHONY: bench-pubsub
 bench-pubsub: test-tools ## The daemon on 200,000 Pub/Sub events into VictoriaLogs: events/s and peak RSS
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkPubSubDaemon$$' -benchtime 1x ./test/integration/
+
+# The daemon benchmarks in the realistic-network mode (test/integration/latencybench_test.go):
+# checkpoints in an object store behind a proxy adding STORE_LATENCY (30ms) to each request,
+# pushes behind one adding PUSH_LATENCY (150ms). DAEMON_EXTRA_YAML, BENCH_COMMIT_INTERVAL and
+# BENCH_MAX_IN_FLIGHT add configuration keys; NULL_PEER=1, ELF_ROWS, PUBSUB_EVENTS apply too.
+LATENCY_BENCH := '^(BenchmarkEventLogFileDaemon|BenchmarkPubSubDaemon)$$'
+
+.PHONY: bench-latency
+bench-latency: bench-latency-s3 bench-latency-gcs ## The EventLogFile and Pub/Sub daemon benchmarks over a simulated network, S3 then GCS
+
+.PHONY: bench-latency-s3
+bench-latency-s3: test-tools ## Both daemon benchmarks, state on versitygw (+30ms a request), pushes +150ms: entries/s, checkpoint PUTs/min and per million entries, pushes/s
+	LATENCY=1 STORE=s3 $(GO) test -count=1 -timeout 60m -run '^$$' -bench $(LATENCY_BENCH) -benchtime 1x ./test/integration/
+
+.PHONY: bench-latency-gcs
+bench-latency-gcs: test-tools ## The same on fake-gcs-server answering 429 to a second write to an object within 1s; counts the 429s
+	LATENCY=1 STORE=gcs $(GO) test -count=1 -timeout 60m -run '^$$' -bench $(LATENCY_BENCH) -benchtime 1x ./test/integration/
 
 SOAK ?= 10m
 
@@ -156,4 +173,4 @@ clean:
 
 .PHONY: help
 help:
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-12s %s\n", $$1, $$2}'

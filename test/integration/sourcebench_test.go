@@ -24,42 +24,57 @@ import (
 // resident set (VmHWM) over the run. The 50MB file is 450,000 rows; the
 // 150MB one shows the peak does not grow with the file. The peer is
 // VictoriaLogs; NULL_PEER=1 pushes to a peer that discards the bodies,
-// which measures the daemon alone. `make bench-elf` runs it.
+// which measures the daemon alone. `make bench-elf` runs it. LATENCY=1
+// (see latencybench_test.go; `make bench-latency`) keeps the checkpoints
+// in an object store and delays store requests and pushes, as a network
+// does; ELF_ROWS=N runs one file of N rows.
 func BenchmarkEventLogFileDaemon(b *testing.B) {
 	logs := testenv.StartLogs(b)
 	push, peer := benchPeer(b, logs)
-	for _, rows := range []int{450_000, 1_350_000} {
+	net := latencyMode(b)
+	sizes := []int{450_000, 1_350_000}
+	if net != nil {
+		// Round trips bound this mode: the larger file would only take longer.
+		sizes = sizes[:1]
+	}
+	if os.Getenv("ELF_ROWS") != "" {
+		sizes = []int{benchEnvInt(b, "ELF_ROWS", 0)}
+	}
+	for _, rows := range sizes {
 		body := fakesf.APIEventLogFile(rows)
 		b.Run(fmt.Sprintf("%.0fMiB", float64(len(body))/(1<<20)), func(b *testing.B) {
 			var secs, peak float64
+			var tot netTotals
+			var extra string
 			runs := 0
 			for b.Loop() {
 				runs++
-				s, p := ingestELF(b, body, rows, push, fmt.Sprintf("elfbench%d-%d", rows, runs))
-				secs += s
-				peak = max(peak, p)
+				r := ingestELF(b, net, body, rows, push, fmt.Sprintf("elfbench%d-%d", rows, runs))
+				secs += r.secs
+				peak = max(peak, r.peakMiB)
+				tot.add(r.counts, rows, r.secs)
+				extra = r.extra
 			}
 			b.ReportMetric(float64(rows*runs)/secs, "rows/s")
 			b.ReportMetric(peak, "peak-RSS-MiB")
 			b.ReportMetric(float64(len(body))/(1<<20), "file-MiB")
-			b.Logf("%d rows (%.1f MiB) into %s: %.0f rows/s, peak RSS %.1f MiB", rows, float64(len(body))/(1<<20), peer, float64(rows*runs)/secs, peak)
+			b.Logf("%d rows (%.1f MiB) into %s: %.0f rows/s, peak RSS %.1f MiB%s", rows, float64(len(body))/(1<<20), peer, float64(rows*runs)/secs, peak, benchSummary(b, net, &tot, extra))
 		})
 	}
 }
 
-// ingestELF runs one daemon until the peer has accepted rows entries and
-// returns the seconds that took and the daemon's peak RSS in MiB.
-func ingestELF(b *testing.B, body string, rows int, push, job string) (secs, peakMiB float64) {
+// ingestELF runs one daemon until the peer has accepted rows entries.
+func ingestELF(b *testing.B, net *benchNet, body string, rows int, push, job string) benchResult {
 	org := &fakesf.ELFOrg{}
 	org.Add("0AT1", "API", time.Now().Add(-time.Hour), body)
 	srv := httptest.NewServer(org)
 	defer srv.Close()
-	cfg := fmt.Sprintf(`state: {file: {path: %s/state.json}}
-salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret}
+	return benchRun(b, net, job, push, rows, func(state, push string) string {
+		return state + fmt.Sprintf(`salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret}
 sources: {eventlogfile: {event_types: [API], poll_interval: 1h, settle_window: 0s}}
 sink: {loki: {url: %s, labels: {job: %s}}}
-`, b.TempDir(), srv.URL, push, job)
-	return untilPushed(b, job, cfg, rows)
+`, srv.URL, push, job)
+	})
 }
 
 // BenchmarkPubSubDaemon runs the built daemon on one Pub/Sub topic of the
@@ -67,11 +82,13 @@ sink: {loki: {url: %s, labels: {job: %s}}}
 // events (replay_preset EARLIEST, num_requested 100) and reports the
 // events/s from the daemon's start to the Loki peer accepting the last
 // one, and the daemon's peak resident set. NULL_PEER=1 pushes to a
-// discarding peer. `make bench-pubsub` runs it.
+// discarding peer. `make bench-pubsub` runs it; LATENCY=1 as for
+// BenchmarkEventLogFileDaemon; PUBSUB_EVENTS=N sets the number of events.
 func BenchmarkPubSubDaemon(b *testing.B) {
-	const n = 200_000
+	n := benchEnvInt(b, "PUBSUB_EVENTS", 200_000)
 	logs := testenv.StartLogs(b)
 	push, peer := benchPeer(b, logs)
+	net := latencyMode(b)
 	ps := fakepubsub.Start(b)
 	ps.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
 	at := time.Now()
@@ -81,22 +98,74 @@ func BenchmarkPubSubDaemon(b *testing.B) {
 	web := httptest.NewServer(&fakesf.Org{})
 	defer web.Close()
 	var secs, peak float64
+	var tot netTotals
+	var extra string
 	runs := 0
 	for b.Loop() {
 		runs++
 		job := fmt.Sprintf("psbench%d", runs)
-		cfg := fmt.Sprintf(`state: {file: {path: %s/state.json}}
-salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret, org_id: 00D000000000001}
+		r := benchRun(b, net, job, push, n, func(state, push string) string {
+			return state + fmt.Sprintf(`salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret, org_id: 00D000000000001}
 sources: {pubsub: {topics: [%s], replay_preset: EARLIEST, endpoint: %q, plaintext: true}}
 sink: {loki: {url: %s, labels: {job: %s}}}
-`, b.TempDir(), web.URL, fakepubsub.LoginTopic, ps.Addr, push, job)
-		s, p := untilPushed(b, job, cfg, n)
-		secs += s
-		peak = max(peak, p)
+`, web.URL, fakepubsub.LoginTopic, ps.Addr, push, job)
+		})
+		secs += r.secs
+		peak = max(peak, r.peakMiB)
+		tot.add(r.counts, n, r.secs)
+		extra = r.extra
 	}
 	b.ReportMetric(float64(n*runs)/secs, "events/s")
 	b.ReportMetric(peak, "peak-RSS-MiB")
-	b.Logf("%d events into %s: %.0f events/s, peak RSS %.1f MiB", n, peer, float64(n*runs)/secs, peak)
+	b.Logf("%d events into %s: %.0f events/s, peak RSS %.1f MiB%s", n, peer, float64(n*runs)/secs, peak, benchSummary(b, net, &tot, extra))
+}
+
+// benchResult is one daemon run: the seconds from exec to the peer
+// accepting the last entry, the peak RSS, what the proxies counted by
+// then (latency mode), and the extra configuration merged in.
+type benchResult struct {
+	secs, peakMiB float64
+	counts        netCounts
+	extra         string
+}
+
+// benchRun runs one daemon until the peer has accepted n entries. cfg
+// renders the configuration from its state section and the push URL: a
+// checkpoint file and push, or in latency mode a fresh bucket and the
+// proxies in front of the store and of push.
+func benchRun(b *testing.B, net *benchNet, job, push string, n int, cfg func(state, push string) string) benchResult {
+	b.Helper()
+	var r benchResult
+	state := fmt.Sprintf("state: {file: {path: %s/state.json}}\n", b.TempDir())
+	var env []string
+	var run *netRun
+	limit := 5 * time.Minute
+	if net != nil {
+		run = net.newRun(b, push)
+		state, push, env = run.state, run.push, run.env
+		limit = 30 * time.Minute
+	}
+	var full string
+	full, r.extra = withExtraConfig(b, cfg(state, push))
+	r.secs, r.peakMiB = untilPushed(b, job, full, n, limit, env, func() {
+		if run != nil {
+			r.counts = run.settledCounts()
+		}
+	})
+	return r
+}
+
+// benchSummary is the end of a benchmark's summary line: the network
+// counts in latency mode and the extra configuration.
+func benchSummary(b *testing.B, net *benchNet, tot *netTotals, extra string) string {
+	s := ""
+	if net != nil {
+		s += "; " + tot.report(b, net)
+	}
+	if extra != "" {
+		s += "; with " + extra
+	}
+	return s
 }
 
 // benchPeer is the Loki push URL the daemon benchmarks use: VictoriaLogs,
@@ -113,21 +182,23 @@ func benchPeer(b *testing.B, logs *testenv.LogsServer) (url, name string) {
 	return null.URL + "/loki/api/v1/push", "a discarding peer"
 }
 
-// untilPushed runs one daemon on cfg until the peer has accepted n entries
-// and returns the seconds that took and the daemon's peak RSS in MiB.
-func untilPushed(b *testing.B, name, cfg string, n int) (secs, peakMiB float64) {
-	d := start(b, name, cfg)
+// untilPushed runs one daemon on cfg (with env) until the peer has accepted
+// n entries, within limit, calls atEnd at once, and returns the seconds that
+// took and the daemon's peak RSS in MiB.
+func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env []string, atEnd func()) (secs, peakMiB float64) {
+	d := start(b, name, cfg, env...)
 	for {
 		m, err := d.metrics(quick)
 		if err == nil && m["sf2loki_loki_entries_pushed_total"] >= float64(n) {
 			break
 		}
-		if d.exited() || time.Since(d.started) > 5*time.Minute {
+		if d.exited() || time.Since(d.started) > limit {
 			b.Fatalf("%s: %v pushed after %s (exited %v)", d.name, m["sf2loki_loki_entries_pushed_total"], time.Since(d.started), d.exited())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	secs = time.Since(d.started).Seconds()
+	atEnd()
 	peakMiB = float64(procStatusKiB(b, d.cmd.Process.Pid, "VmHWM")) / 1024
 	d.signal(b, syscall.SIGTERM)
 	d.waitExit(b, 30*time.Second)
