@@ -203,7 +203,9 @@ func TestHelperProcess(t *testing.T) {
 			os.Exit(2)
 		}
 		fmt.Println("READY")
-		select {}
+		for { // hold the lock until killed (a bare select{} is a fatal deadlock, which drops it)
+			time.Sleep(time.Hour)
+		}
 	case "put":
 		_, err := open(t, args[0]).Put(context.Background(), []byte("x"), ports.CreateOnly())
 		fmt.Println(classified(err))
