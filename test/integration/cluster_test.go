@@ -48,8 +48,11 @@ state:
 
 var s3Env = []string{"AWS_ACCESS_KEY_ID=" + testenv.S3AccessKey, "AWS_SECRET_ACCESS_KEY=" + testenv.S3SecretKey, "AWS_REGION=" + testenv.S3Region}
 
+// s3State is the checkpoint document on S3, committed as often as the
+// tests' short leases renew (the 10s default would hide the commits the
+// fault tests count).
 func s3State(bucket, url string) string {
-	return fmt.Sprintf("state:\n  store: s3\n  s3: {bucket: %s, key: ha/state.json, endpoint_url: %s}\n", bucket, url)
+	return fmt.Sprintf("state:\n  store: s3\n  commit_interval: 200ms\n  s3: {bucket: %s, key: ha/state.json, endpoint_url: %s}\n", bucket, url)
 }
 
 func s3Backend(t testing.TB, srv *testenv.S3Server, ttl, renew time.Duration) backend {
@@ -76,6 +79,7 @@ func gcsBackend(t testing.TB, srv *testenv.GCSServer, ttl, renew time.Duration) 
   gcs_lease: {bucket: %s, object_name: ha/leader.lease, holder_id: %s, ttl: %s, renew_interval: %s}
 state:
   store: gcs
+  commit_interval: 1s
   gcs: {bucket: %s, object_name: ha/state.json}
 `, bucket, holder, ttl, renew, bucket)
 		}}
