@@ -42,6 +42,10 @@ type LeaseConfig struct {
 	// above it. The app passes the checkpoint document's stored epoch, so a
 	// deleted or corrupt lease can never restart epochs below it.
 	EpochFloor func(ctx context.Context) (uint64, error)
+	// MayClaim, if set, is asked before claiming a lease that is free
+	// (absent, released or stale): false leaves it to another replica (the
+	// shard balance, see Balance). It does not gate a renewal.
+	MayClaim func() bool
 	// Observer receives every transition (nil discards them).
 	Observer Observer
 	// Logger receives diagnostic logs (nil discards them).
@@ -119,6 +123,9 @@ type Status struct {
 	LeaseHolder       string
 	LeaseEpoch        uint64
 	LeaseUnchangedFor time.Duration
+	// Free is true when the last read found the lease claimable: absent,
+	// released, or unchanged for longer than its ttl.
+	Free bool
 	// Blocked, when set, says why this standby does not contend for the
 	// lease: one of the Blocked* codes. BlockedDetail says what happened
 	// and what to do.
@@ -214,6 +221,7 @@ type LeaseKeeper struct {
 	holdUntil  time.Time     // after Resign: no claim before this
 	holdWhy    string        // after Resign: why
 	ttlWarned  string        // the holder/ttl last warned about
+	free       bool          // standby: the last read found the lease claimable
 	resign     chan resignation
 }
 
@@ -289,6 +297,7 @@ func (k *LeaseKeeper) Status() Status {
 	if k.seen {
 		s.LeaseUnchangedFor = k.clock.Now().Sub(k.seenAt)
 	}
+	s.Free = k.free
 	s.Blocked, s.BlockedDetail = k.blocked, k.blockedWhy
 	return s
 }
@@ -431,6 +440,9 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 		k.observedAt = now
 	}
 	d := k.decide(obj, err, now)
+	if err == nil || errors.Is(err, ports.ErrNotFound) {
+		k.free = d.claim
+	}
 	holding := now.Before(k.holdUntil)
 	holdWhy := k.holdWhy
 	k.mu.Unlock()
@@ -446,6 +458,9 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 			k.setBlocked("", "") // a read that failed transiently changes nothing
 		}
 		return StepResult{Role: RoleStandby, Next: d.wait, Reason: d.reason, Err: err}
+	case k.cfg.MayClaim != nil && !k.cfg.MayClaim():
+		k.setBlocked("", "")
+		return StepResult{Role: RoleStandby, Next: r, Reason: d.reason + "; not contending: the shard balance leaves it to another replica"}
 	}
 	var floor uint64
 	if k.cfg.EpochFloor != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -676,6 +677,32 @@ func TestLeaseKeeper06_DelayedReadStartsObservationAtAnswer(t *testing.T) {
 		clk.Set(answered.Add(ttl))
 		if res := k.Step(ctx(t)); res.Transition != domain.TransitionAcquired {
 			t.Fatalf("not taken over ttl after the answer: %+v", res)
+		}
+	})
+}
+
+// MayClaim gates a claim of a free lease (the shard balance), never a
+// renewal; Status.Free says the lease could be claimed.
+func TestKeeperMayClaimGatesAFreeLease(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		m := porttest.NewMemoryCAS("lease")
+		var allow atomic.Bool
+		k, _ := newKeeper(t, m, clk, "a", func(c *domain.LeaseConfig) { c.MayClaim = allow.Load })
+		r := k.Step(ctx(t))
+		if r.Role != domain.RoleStandby || !strings.Contains(r.Reason, "not contending") || !k.Status().Free {
+			t.Fatalf("gated: %+v, status %+v", r, k.Status())
+		}
+		if len(putPreconditions(m)()) != 0 {
+			t.Fatal("a gated keeper wrote the lease")
+		}
+		allow.Store(true)
+		if r := k.Step(ctx(t)); r.Role != domain.RoleLeader {
+			t.Fatalf("allowed: %+v", r)
+		}
+		allow.Store(false)
+		advance(t, clk, 5*time.Second)
+		if r := k.Step(ctx(t)); r.Role != domain.RoleLeader {
+			t.Fatalf("a leader renews whatever MayClaim says: %+v", r)
 		}
 	})
 }

@@ -1,0 +1,128 @@
+package domain_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+)
+
+func newMember(t *testing.T, cas ports.ObjectCAS, clk ports.Clock, holder string) *domain.Membership {
+	t.Helper()
+	m, err := domain.NewMembership(cas, clk, domain.MemberConfig{Holder: holder, TTL: 3 * time.Second, RenewInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Replicas beating into one document see each other; one that stops is
+// gone for the others once its beat has not changed for its ttl (on their
+// clocks), and its entry is dropped; one that leaves is gone at once.
+func TestMembershipSeesBeatsAndLosesTheSilent(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		cas := porttest.NewMemoryCAS("members")
+		a, b, c := newMember(t, cas, clk, "a"), newMember(t, cas, clk, "b"), newMember(t, cas, clk, "c")
+		beat := func(ms ...*domain.Membership) {
+			for _, m := range ms {
+				if err := m.Beat(ctx(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		beat(a, b, c, a, b)
+		if got := a.Live(); !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("a sees %v", got)
+		}
+		for range 4 { // c stops beating
+			advance(t, clk, time.Second)
+			beat(a, b)
+		}
+		if got := a.Live(); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("after c's silence a sees %v", got)
+		}
+		if doc := string(mustGet(t, cas)); !containsAll(doc, `"a"`, `"b"`) || containsAll(doc, `"c"`) {
+			t.Fatalf("c's entry was not dropped: %s", doc)
+		}
+		if err := b.Leave(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		advance(t, clk, time.Second)
+		beat(a)
+		if got := a.Live(); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("after b left a sees %v", got)
+		}
+	})
+}
+
+// The document is soft state: an unreadable one is replaced.
+func TestMembershipReplacesAnUnreadableDocument(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		cas := porttest.NewMemoryCAS("members")
+		if _, err := cas.Put(ctx(t), []byte("not json"), ports.CreateOnly()); err != nil {
+			t.Fatal(err)
+		}
+		a := newMember(t, cas, clk, "a")
+		if err := a.Beat(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if doc := string(mustGet(t, cas)); !containsAll(doc, `"members"`, `"a"`) {
+			t.Fatalf("document %s", doc)
+		}
+	})
+}
+
+// Replicas beating at once lose compare-and-swaps to each other and retry:
+// every beat lands, and everyone ends up in the document.
+func TestMembershipConcurrentBeats(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		cas := porttest.NewMemoryCAS("members")
+		var ms []*domain.Membership
+		for i := range 5 {
+			ms = append(ms, newMember(t, cas, clk, fmt.Sprintf("r%d", i)))
+		}
+		for range 3 {
+			done := make(chan error, len(ms))
+			for _, m := range ms {
+				go func() { done <- m.Beat(ctx(t)) }()
+			}
+			for range ms {
+				if err := <-done; err != nil {
+					t.Log(err) // a replica may lose three races in a row: it beats again next interval
+				}
+			}
+			advance(t, clk, time.Second)
+		}
+		for _, m := range ms {
+			if err := m.Beat(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := ms[0].Live(); len(got) != 5 {
+			t.Fatalf("r0 sees %v", got)
+		}
+	})
+}
+
+func mustGet(t *testing.T, cas ports.ObjectCAS) []byte {
+	t.Helper()
+	obj, err := cas.Get(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.Data
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
