@@ -125,7 +125,8 @@ func (n *benchNet) newRun(b *testing.B, pushURL string) *netRun {
 	case "s3":
 		bucket := n.s3.NewBucket(b)
 		r.store = faultproxy.New(b, n.s3.Endpoint)
-		r.state = s3State(bucket, r.store.URL)
+		// The store's default commit interval (not the HA tests' short one).
+		r.state = fmt.Sprintf("state:\n  store: s3\n  s3: {bucket: %s, key: %s, endpoint_url: %s}\n", bucket, r.object, r.store.URL)
 		r.env = s3Env
 	case "gcs":
 		bucket := n.gcs.NewBucket(b)

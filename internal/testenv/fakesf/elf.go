@@ -416,15 +416,18 @@ func (o *ELFOrg) QueriesSoFar() []string {
 }
 
 // APIEventLogFile is an API EventLogFile body of n rows, about 119 bytes
-// each (450,000 rows make 50 MB), as Salesforce writes it: CRLF line ends,
-// and a quoted CRLF in every row's QUERY field.
+// each (450,000 rows make 50 MB), as Salesforce writes an Hourly file: the
+// hour's events in time order (TIMESTAMP_DERIVED spread evenly over 10:00 to
+// 10:59:59.999), CRLF line ends, and a quoted CRLF in every row's QUERY
+// field.
 func APIEventLogFile(n int) string {
 	var b strings.Builder
 	b.Grow(n * 122)
 	b.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,USER_ID,URI,QUERY\r\n")
 	for i := range n {
-		fmt.Fprintf(&b, "API,2026-11-28T10:%02d:%02d.000Z,005%012d,/services/data/v60.0/query,\"SELECT Id, Name\r\nFROM Account WHERE Id = '%d'\"\r\n",
-			(i/60)%60, i%60, i, i)
+		ms := int64(i) * 3_600_000 / int64(max(n, 1))
+		fmt.Fprintf(&b, "API,2026-11-28T10:%02d:%02d.%03dZ,005%012d,/services/data/v60.0/query,\"SELECT Id, Name\r\nFROM Account WHERE Id = '%d'\"\r\n",
+			ms/60_000, ms/1000%60, ms%1000, i, i)
 	}
 	return b.String()
 }
