@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -274,12 +275,58 @@ func Secrets(cfg Config) (shownURL string, secrets []string) {
 
 // Push implements ports.Sink.
 func (s *Sink) Push(ctx context.Context, batch []ports.Entry) error {
+	return s.pushLabelled(ctx, batch, s.cfg.Labels)
+}
+
+// Labelled is a view of a Sink that adds labels of its own (an org's) to
+// every entry; it shares the sink's connection, counters and state.
+type Labelled struct {
+	sink   *Sink
+	labels atomic.Pointer[map[string]string]
+}
+
+var _ ports.Sink = (*Labelled)(nil)
+
+// WithLabels returns a view adding extra (over the static labels) to every
+// entry. Only the allowed labels may be set.
+func (s *Sink) WithLabels(extra map[string]string) (*Labelled, error) {
+	for k := range extra {
+		if !slices.Contains(AllowedLabels, k) || k == "source" || k == "event_type" {
+			return nil, fmt.Errorf("loki: label %q may not be set per org (allowed: %v)", k, AllowedLabels)
+		}
+	}
+	v := &Labelled{sink: s}
+	merged := maps.Clone(s.cfg.Labels)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, extra)
+	v.labels.Store(&merged)
+	return v, nil
+}
+
+// Set sets one of the view's labels (an org id once it is known).
+func (v *Labelled) Set(k, value string) {
+	m := maps.Clone(*v.labels.Load())
+	m[k] = value
+	v.labels.Store(&m)
+}
+
+// Push implements ports.Sink.
+func (v *Labelled) Push(ctx context.Context, batch []ports.Entry) error {
+	return v.sink.pushLabelled(ctx, batch, *v.labels.Load())
+}
+
+// String names the sink.
+func (v *Labelled) String() string { return v.sink.String() }
+
+func (s *Sink) pushLabelled(ctx context.Context, batch []ports.Entry, labels map[string]string) error {
 	if s.cfg.OnPush != nil {
 		defer func(start time.Time) { s.cfg.OnPush(time.Since(start)) }(time.Now())
 	}
 	prepared := make([]ports.Entry, len(batch))
 	for i, e := range batch {
-		prepared[i] = s.prepare(e)
+		prepared[i] = s.prepare(e, labels)
 	}
 	accepted, rejected, err := s.push(ctx, prepared, s.probing())
 	if err != nil {
@@ -337,13 +384,13 @@ type rejection struct {
 }
 
 // prepare merges the static labels and caps the line.
-func (s *Sink) prepare(e ports.Entry) ports.Entry {
-	if len(s.cfg.Labels) > 0 {
-		labels := make(map[string]string, len(e.Labels)+len(s.cfg.Labels))
+func (s *Sink) prepare(e ports.Entry, static map[string]string) ports.Entry {
+	if len(static) > 0 {
+		labels := make(map[string]string, len(e.Labels)+len(static))
 		for k, v := range e.Labels {
 			labels[k] = v
 		}
-		for k, v := range s.cfg.Labels {
+		for k, v := range static {
 			labels[k] = v
 		}
 		e.Labels = labels

@@ -540,3 +540,41 @@ func TestEntriesTooOldForLokiAreDroppedNotHeld(t *testing.T) {
 		t.Fatalf("dropped %d, rejecting %q; want 9 dropped and not rejecting", d, s.Stats.Rejecting())
 	}
 }
+
+// An org's view of the sink adds its labels (org, environment, and the org
+// id once known) over the static ones; the sink itself and other views are
+// unchanged, and the counters are shared.
+func TestLabelledViews(t *testing.T) {
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	s := newSink(t, srv.URL, func(c *loki.Config) { c.Labels = map[string]string{"job": "sf2loki"} })
+	prod, err := s.WithLabels(map[string]string{"org": "prod", "environment": "production"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandbox, _ := s.WithLabels(map[string]string{"org": "sandbox"})
+	e := []ports.Entry{{Time: ts0, Line: "x", Labels: map[string]string{"source": "t"}}}
+	for _, sink := range []ports.Sink{prod, sandbox, s} {
+		if err := sink.Push(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prod.Set("sf_org_id", "00D000000000001EAA")
+	if err := prod.Push(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`{environment="production",job="sf2loki",org="prod",source="t"}`, `{job="sf2loki",org="sandbox",source="t"}`,
+		`{job="sf2loki",source="t"}`, `{environment="production",job="sf2loki",org="prod",sf_org_id="00D000000000001EAA",source="t"}`}
+	for i, w := range want {
+		if rc.entries[i].Labels != w {
+			t.Errorf("push %d: labels %s, want %s", i, rc.entries[i].Labels, w)
+		}
+	}
+	if s.Stats.EntriesPushed.Load() != 4 {
+		t.Fatalf("%d entries counted, want the views' too", s.Stats.EntriesPushed.Load())
+	}
+	if _, err := s.WithLabels(map[string]string{"user": "x"}); err == nil {
+		t.Fatal("a label outside the allowlist was accepted")
+	}
+}
