@@ -16,7 +16,19 @@ type Config struct {
 	Telemetry  Telemetry  `yaml:"telemetry" mapstructure:"telemetry" doc:"Traces over OTLP/HTTP. Metrics are always served on service.health_addr /metrics."`
 	Salesforce Salesforce `yaml:"salesforce" mapstructure:"salesforce" doc:"The Salesforce org: OAuth 2.0 server-to-server credentials (a connected app or external client app)."`
 	Sources    Sources    `yaml:"sources" mapstructure:"sources" doc:"What the leader ingests. With no source enabled the leader holds leadership and ingests nothing."`
+	Orgs       []Org      `yaml:"orgs" mapstructure:"orgs" doc:"Several Salesforce orgs served by one deployment, each a shard with its own lease and checkpoint document, spread over the replicas. List them here instead of the top-level salesforce and sources, which must then be left out. Sink, state, coordinate, service and telemetry stay shared. Every org's entries get the labels org=<name> and sf_org_id=<its org id>, so sink.loki.labels may not set those two. The first org listed keeps the configured lease and checkpoint names, so a single-org deployment that moves its org here as the first entry keeps its lease and checkpoints (no re-ingestion). Every other org's names are derived from the configured ones: an S3 key or GCS object dir/base becomes dir/shards/<org>/base (a key without a directory: shards/<org>/base), a file path likewise, a Kubernetes Lease <lease>-<org>. The replicas' membership document is dir/shards/members.json beside the lease (Kubernetes: the Lease <lease>-members). Only the configuration file can set orgs: environment overrides (SF2LOKI_...) do not reach list entries."`
 	Sink       Sink       `yaml:"sink" mapstructure:"sink" doc:"Where entries go."`
+
+	// ShardName is the org one shard serves: set by Shards on each copy in
+	// the orgs form, "" in the single-org form. Never loaded.
+	ShardName string `yaml:"-" mapstructure:"-"`
+}
+
+// Org is one entry of orgs: a Salesforce org and what to ingest from it.
+type Org struct {
+	Name       string     `yaml:"name" mapstructure:"name" default:"" example:"prod" doc:"The org's name in this deployment: 1 to 40 of a-z, 0-9 and -, unique. It is the org label of its entries and names its shard's lease and checkpoint objects, so renaming an org (other than the first) starts it from no checkpoint."`
+	Salesforce Salesforce `yaml:"salesforce" mapstructure:"salesforce" sameas:"salesforce" doc:"The org's connection (its own token cache and clients)."`
+	Sources    Sources    `yaml:"sources" mapstructure:"sources" sameas:"sources" doc:"What to ingest from the org. The same credentials may appear under two names with different sources (Pub/Sub in one, EventLogFile in another), to split one big org across shards."`
 }
 
 // Salesforce configures the org connection.

@@ -36,6 +36,12 @@ func Example() string {
 			b.WriteString(indent + "# " + line + "\n")
 		}
 		switch {
+		case f.List && listExamples[f.Path] != "":
+			b.WriteString(indent + name + ": []\n")
+			b.WriteString(indent + "# For example:\n")
+			for _, line := range strings.Split(strings.TrimSuffix(listExamples[f.Path], "\n"), "\n")[1:] {
+				b.WriteString(indent + "# " + line + "\n")
+			}
 		case f.List:
 			b.WriteString(indent + name + ": []\n")
 			exampleItem(&b, indent, fields[i+1:])
@@ -46,6 +52,32 @@ func Example() string {
 		}
 	}
 	return b.String()
+}
+
+// listExamples are written for a list instead of one item of every key
+// (whose sections mirror others): YAML beginning with the list's key.
+var listExamples = map[string]string{
+	"orgs": `orgs:
+  - name: prod
+    salesforce:
+      auth_mode: jwt_bearer
+      client_id: 3MVG9prodconsumerkey
+      username: integration@acme.com
+      private_key_file: /run/secrets/prod-key.pem
+    sources:
+      eventlogfile: {event_types: ["*"]}
+      pubsub: {topics: [/event/LoginEventStream]}
+  - name: uat
+    salesforce:
+      auth_mode: client_credentials
+      environment: sandbox
+      login_url: https://acme--uat.sandbox.my.salesforce.com
+      client_id: 3MVG9uatconsumerkey
+      client_secret_file: /run/secrets/uat-secret
+    sources:
+      eventlog_objects:
+        objects: [{name: LoginHistory, timestamp_field: LoginTime}]
+`,
 }
 
 // exampleItem writes one list item as comments: each key with its default
@@ -112,9 +144,21 @@ description gives ("Allowed: …"), and URLs and addresses are parsed when the c
 loaded, so ` + "`sf2loki check`" + ` refuses what ` + "`sf2loki run`" + ` could not run with.
 `)
 	open := false
+	mirrored := "" // the section whose keys another section documents
 	for _, f := range Schema() {
+		if mirrored != "" && strings.HasPrefix(f.Path, mirrored+".") {
+			continue
+		}
+		mirrored = ""
 		if f.Section {
 			fmt.Fprintf(&b, "\n## `%s`\n\n%s\n", f.Path, f.Doc)
+			if ex := listExamples[f.Path]; ex != "" {
+				fmt.Fprintf(&b, "\nFor example:\n\n```yaml\n%s```\n", ex)
+			}
+			if f.SameAs != "" {
+				fmt.Fprintf(&b, "\nIts keys are those of [`%s`](#%s), with the same defaults and checks.\n", f.SameAs, f.SameAs)
+				mirrored = f.Path
+			}
 			open = false
 			continue
 		}

@@ -273,36 +273,66 @@ func checkTree(m map[string]any, schemaPrefix, shown string, sugg *suggester) []
 }
 
 // checkItems checks the values of list items (which the environment
-// cannot set) and fills in their defaults. A malformed value is a problem
-// and is replaced by its default, so that validation still runs.
+// cannot set), nested sections and nested lists included, and fills in
+// their defaults. A malformed value is a problem and is replaced by its
+// default, so that validation still runs.
 func checkItems(raw map[string]any) []Problem {
 	var problems []Problem
-	fields := schema()
-	for _, list := range fields {
-		if !list.List || list.Item {
-			continue
+	for _, list := range levelFields()[""] {
+		if list.List {
+			items, _ := lookup(raw, list.Path).([]any)
+			problems = append(problems, checkListItems(items, list.Path, list.Path)...)
 		}
-		items, _ := lookup(raw, list.Path).([]any)
-		for i, it := range items {
-			item := it.(map[string]any) // checkTree kept only mappings
-			for _, f := range fields {
-				name, ok := strings.CutPrefix(f.Path, list.Path+"[].")
-				if !ok || f.Section || strings.Contains(name, ".") {
-					continue
+	}
+	return problems
+}
+
+// checkListItems checks the items of the list whose schema path is list,
+// shown in problems as shown.
+func checkListItems(items []any, list, shown string) []Problem {
+	var problems []Problem
+	for i, it := range items {
+		item := it.(map[string]any) // checkTree kept only mappings
+		at := fmt.Sprintf("%s[%d]", shown, i)
+		for _, f := range levelFields()[list] {
+			rel := f.rel()
+			switch {
+			case f.List:
+				sub, _ := lookup(item, rel).([]any)
+				problems = append(problems, checkListItems(sub, f.Path, at+"."+rel)...)
+				continue
+			case f.Section || f.Type == "map of string" || f.Type == "list of string":
+				continue // checkTree checked their shape
+			}
+			parent, name := parentOf(item, rel)
+			if val, set := parent[name]; set {
+				if msg := checkScalar(f, val); msg != "" {
+					problems = append(problems, Problem{Path: at + "." + rel, Message: msg})
+					delete(parent, name)
 				}
-				if val, set := item[name]; set {
-					if msg := checkScalar(f, val); msg != "" {
-						problems = append(problems, Problem{Path: fmt.Sprintf("%s[%d].%s", list.Path, i, name), Message: msg})
-						delete(item, name)
-					}
-				}
-				if _, set := item[name]; !set && f.Default != "" {
-					item[name] = f.Default
-				}
+			}
+			if _, set := parent[name]; !set && f.Default != "" {
+				parent[name] = f.Default
 			}
 		}
 	}
 	return problems
+}
+
+// parentOf returns the mapping of m that holds the dotted path's last key,
+// creating the sections on the way (checkTree left only mappings there),
+// and that key.
+func parentOf(m map[string]any, path string) (map[string]any, string) {
+	parts := strings.Split(path, ".")
+	for _, part := range parts[:len(parts)-1] {
+		next, ok := m[part].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[part] = next
+		}
+		m = next
+	}
+	return m, parts[len(parts)-1]
 }
 
 // lookup returns the value at a dotted path of raw, or nil.

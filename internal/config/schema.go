@@ -30,6 +30,10 @@ type Field struct {
 	// e.g. "2s", "100"); ZeroAllowed admits 0 below Min (it means "off").
 	Min, Max    string
 	ZeroAllowed bool
+	// SameAs names the top-level section a section mirrors key for key
+	// (orgs[].salesforce is salesforce): the reference refers to it
+	// instead of repeating its keys.
+	SameAs string
 	// Format is what a string must look like: "url" (http or https with a
 	// host), "hostport" (host:port), "listen" (a listen address, [host]:port).
 	Format string
@@ -56,6 +60,30 @@ var fieldsByPath = sync.OnceValue(func() map[string]Field {
 	return m
 })
 
+// levelFields indexes the fields of each level of the configuration: ""
+// for the top level (every field outside a list), and a list's path for
+// the fields of one of its items (its nested sections' fields included,
+// its nested lists' fields not: they are a level of their own).
+var levelFields = sync.OnceValue(func() map[string][]Field {
+	m := map[string][]Field{}
+	for _, f := range schema() {
+		level := ""
+		if i := strings.LastIndex(f.Path, "[]."); i >= 0 {
+			level = f.Path[:i]
+		}
+		m[level] = append(m[level], f)
+	}
+	return m
+})
+
+// rel is f's path within its level (the part after the last "[].").
+func (f Field) rel() string {
+	if i := strings.LastIndex(f.Path, "[]."); i >= 0 {
+		return f.Path[i+3:]
+	}
+	return f.Path
+}
+
 // Schema returns every section and key in declaration order.
 func Schema() []Field {
 	return slices.Clone(schema())
@@ -66,6 +94,9 @@ func walk(t reflect.Type, prefix string, depth int, index []int, overrides map[s
 		sf := t.Field(i)
 		idx := append(append([]int(nil), index...), i)
 		name := strings.Split(sf.Tag.Get("yaml"), ",")[0]
+		if name == "-" {
+			continue // not configuration (e.g. Config.ShardName)
+		}
 		if sf.Anonymous {
 			walk(sf.Type, prefix, depth, idx, overrides, item, out)
 			continue
@@ -81,7 +112,8 @@ func walk(t reflect.Type, prefix string, depth int, index []int, overrides map[s
 			continue
 		}
 		if sf.Type.Kind() == reflect.Struct && sf.Type != reflect.TypeFor[time.Duration]() {
-			*out = append(*out, Field{Path: path, Doc: sf.Tag.Get("doc"), Section: true, Item: item, Depth: depth, index: idx})
+			*out = append(*out, Field{Path: path, Doc: sf.Tag.Get("doc"), Section: true, Item: item, Depth: depth, index: idx,
+				SameAs: sf.Tag.Get("sameas")})
 			walk(sf.Type, path, depth+1, idx, parseOverrides(sf.Tag.Get("defaults")), item, out)
 			continue
 		}

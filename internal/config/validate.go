@@ -51,21 +51,23 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		}
 	}
 	// Enumerations.
-	v := reflect.ValueOf(c).Elem()
-	for _, f := range schema() {
-		if len(f.Enum) > 0 && !f.Item {
-			if val := v.FieldByIndex(f.index).String(); !slices.Contains(f.Enum, val) {
-				add(f.Path, "%q is not one of %v", val, f.Enum)
+	c.eachLeaf(func(f Field, v reflect.Value, path string) {
+		if len(f.Enum) > 0 {
+			if val := v.String(); !slices.Contains(f.Enum, val) {
+				add(path, "%q is not one of %v", val, f.Enum)
 			}
 		}
-	}
+	})
 	ct := c.Coordinate.Type
+	orgs := c.orgSections()
 	// Checks more specific than a key's range come first: they win.
 	if l := c.Coordinate.GCSLease; ct == CoordinateGCSLease && l.RenewInterval > 0 && l.RenewInterval < time.Second {
 		add("coordinate.gcs_lease.renew_interval", "must be at least 1s: GCS allows about one write per second to one object, got %s", l.RenewInterval)
 	}
-	if sf := c.Salesforce; sf.AuthMode != "none" && sf.TokenTTL > 0 && sf.TokenTTL < 2*time.Minute {
-		add("salesforce.token_ttl", "must be at least 2m (a token is re-minted 60s before it ends), got %s", sf.TokenTTL)
+	for _, o := range orgs {
+		if sf := o.sf; sf.AuthMode != "none" && sf.TokenTTL > 0 && sf.TokenTTL < 2*time.Minute {
+			add(o.prefix+"salesforce.token_ttl", "must be at least 2m (a token is re-minted 60s before it ends), got %s", sf.TokenTTL)
+		}
 	}
 	c.checkFields(func(path, msg string) { addOnce(path, "%s", msg) })
 	requiredFor := func(path, value, what string) {
@@ -113,94 +115,47 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		requiredFor("state.gcs.bucket", c.State.GCS.Bucket, "state.store is gcs")
 		requiredFor("state.gcs.object_name", c.State.GCS.ObjectName, "state.store is gcs")
 	}
-	if path, msg := c.leaseIsCheckpoint(); msg != "" {
+	path, msg := c.leaseIsCheckpoint()
+	if msg != "" {
 		add(path, "%s", msg)
 	}
-	if sf := c.Salesforce; sf.AuthMode != "none" {
-		requiredFor("salesforce.client_id", strings.TrimSpace(sf.ClientID), "salesforce.auth_mode is "+sf.AuthMode)
-		secret := func(key, value, file string) {
-			if strings.TrimSpace(value) == "" && file == "" {
-				add("salesforce."+key, "required when salesforce.auth_mode is %s: set %s or %s_file (a blank value is a missing secret)", sf.AuthMode, key, key)
+	if len(c.Orgs) > 0 {
+		namesOK := c.validateOrgNames(add)
+		for _, section := range []string{"salesforce", "sources"} {
+			if keys := c.setBesideOrgs(section); len(keys) > 0 {
+				add(section, "set beside orgs (%s): with orgs, each org's salesforce and sources belong in its orgs entry; "+
+					"move them into one (orgs[].%s) and leave the top-level %s out", strings.Join(keys, ", "), section, section)
 			}
 		}
-		switch sf.AuthMode {
-		case "jwt_bearer":
-			requiredFor("salesforce.username", strings.TrimSpace(sf.Username), "salesforce.auth_mode is jwt_bearer")
-			secret("private_key", sf.PrivateKey, sf.PrivateKeyFile)
-		case "client_credentials":
-			secret("client_secret", sf.ClientSecret, sf.ClientSecretFile)
-			if sf.LoginURL == "" {
-				add("salesforce.login_url", "required when salesforce.auth_mode is client_credentials: the org's My Domain URL (https://<name>.my.salesforce.com)")
+		// One problem at a time: names that are wrong or twice, or a
+		// lease that already is the checkpoint, make the derived objects
+		// meaningless.
+		if namesOK && msg == "" {
+			if path, msg := c.shardObjectsAlias(); msg != "" {
+				add(path, "%s", msg)
 			}
 		}
-		if u, err := url.Parse(sf.SalesforceLoginURL()); err != nil || u.Host == "" || (u.Scheme != "https" && !loopback(u.Hostname())) {
-			addOnce("salesforce.login_url", "%q is not an https URL (plain http only to a loopback address)", sf.LoginURL)
-		} else if h := strings.ToLower(u.Hostname()); sf.AuthMode == "client_credentials" && salesforce.GenericLoginHost(h) {
-			addOnce("salesforce.login_url", "client_credentials needs the org's My Domain URL, not %s: Salesforce does not support the flow on the generic login hosts", h)
-		}
-		if !apiVersion.MatchString(sf.APIVersion) {
-			add("salesforce.api_version", "%q is not a version like 60.0", sf.APIVersion)
-		}
-	}
-	names := map[string]bool{}
-	for i, o := range c.Sources.EventlogObjects.Objects {
-		path := fmt.Sprintf("sources.eventlog_objects.objects[%d]", i)
-		switch {
-		case !salesforce.ValidName(o.Name):
-			add(path+".name", "%q is not an object API name (letters, digits and _ only)", o.Name)
-		case names[o.Name]:
-			add(path+".name", "%s is listed twice", o.Name)
-		}
-		names[o.Name] = true
-		if !salesforce.ValidName(o.TimestampField) {
-			add(path+".timestamp_field", "%q is not a field API name (letters, digits and _ only)", o.TimestampField)
-		}
-		if _, err := salesforce.IsBigObject(o.Name, o.BigObject); err != nil {
-			add(path+".big_object", "%q is not auto, true or false", o.BigObject)
-		}
-	}
-	if elf := c.Sources.EventLogFile; len(elf.EventTypes) > 0 {
-		for _, t := range elf.EventTypes {
-			if t != "*" && !salesforce.ValidName(t) {
-				add("sources.eventlogfile.event_types", "%q is not an event type name (letters, digits and _) or \"*\"", t)
+		if name := c.Coordinate.K8sLease.Name; ct == CoordinateK8sLease && namesOK {
+			longest := len(membersSuffix)
+			for _, o := range c.Orgs[1:] {
+				longest = max(longest, len(o.Name))
+			}
+			if len(name)+1+longest > maxK8sName {
+				add("coordinate.k8s_lease.name", "%d characters is too long with orgs: the Leases <name>-<org> and <name>-members must fit in %d characters; "+
+					"shorten it to at most %d", len(name), maxK8sName, maxK8sName-1-longest)
 			}
 		}
 	}
-	if ps := c.Sources.PubSub; len(ps.Topics) > 0 {
-		for _, t := range ps.Topics {
-			if t != "*" && !pubsub.ValidTopic(t) {
-				add("sources.pubsub.topics", "%q is not a topic: /event/<Name>, /data/<Name> or \"*\"", t)
-			}
-		}
-		if host, _, err := net.SplitHostPort(ps.Endpoint); err == nil && ps.Plaintext && !loopback(host) {
-			add("sources.pubsub.plaintext", "plaintext is allowed only to a loopback endpoint, not %s: Salesforce's Pub/Sub API needs TLS", host)
-		}
-	}
-	for _, src := range []struct {
-		on   bool
-		name string
-	}{
-		{len(c.Sources.EventlogObjects.Objects) > 0, "sources.eventlog_objects.objects"},
-		{len(c.Sources.EventLogFile.EventTypes) > 0, "sources.eventlogfile.event_types"},
-		{len(c.Sources.PubSub.Topics) > 0, "sources.pubsub.topics"},
-	} {
-		if !src.on {
-			continue
-		}
-		if c.Salesforce.AuthMode == "none" {
-			add("salesforce.auth_mode", "required when %s is set: jwt_bearer or client_credentials", src.name)
-		}
-		if c.Sink.Loki.URL == "" {
-			add("sink.loki.url", "required when a source is enabled (%s is set)", src.name)
-		}
-	}
-	if c.Sources.Synthetic.Rate > 0 && c.Sink.Loki.URL == "" {
-		add("sink.loki.url", "required when a source is enabled (sources.synthetic.rate > 0)")
+	for _, o := range orgs {
+		c.validateOrg(o, add, addOnce, requiredFor)
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
-		if !slices.Contains(StaticLabels, k) {
+		switch {
+		case !slices.Contains(StaticLabels, k):
 			add("sink.loki.labels."+k, "not an allowed label (allowed: %s); put high-cardinality fields in sink.loki.structured_metadata_fields",
 				strings.Join(StaticLabels, ", "))
+		case len(c.Orgs) > 0 && slices.Contains(OrgLabels, k):
+			add("sink.loki.labels."+k, "set by each org when orgs are configured (org=<its name>, sf_org_id=<its org id>); remove it from sink.loki.labels")
 		}
 	}
 	if c.Service.HealthAddr == "" {
@@ -222,29 +177,141 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	return warnings, problems
 }
 
+// maxK8sName is the longest name of a Kubernetes object (a DNS subdomain).
+const maxK8sName = 253
+
+// orgSection is one org's salesforce and sources as validation sees them:
+// the top level's (prefix "") and each orgs entry's (prefix "orgs[i].").
+type orgSection struct {
+	prefix string
+	sf     Salesforce
+	src    Sources
+}
+
+func (c *Config) orgSections() []orgSection {
+	out := []orgSection{{"", c.Salesforce, c.Sources}}
+	for i, o := range c.Orgs {
+		out = append(out, orgSection{fmt.Sprintf("orgs[%d].", i), o.Salesforce, o.Sources})
+	}
+	return out
+}
+
+// validateOrg checks one org's connection and sources.
+func (c *Config) validateOrg(o orgSection, add, addOnce func(path, format string, args ...any), requiredFor func(path, value, what string)) {
+	p := o.prefix
+	if sf := o.sf; sf.AuthMode != "none" {
+		mode := p + "salesforce.auth_mode is " + sf.AuthMode
+		requiredFor(p+"salesforce.client_id", strings.TrimSpace(sf.ClientID), mode)
+		secret := func(key, value, file string) {
+			if strings.TrimSpace(value) == "" && file == "" {
+				add(p+"salesforce."+key, "required when %s: set %s or %s_file (a blank value is a missing secret)", mode, key, key)
+			}
+		}
+		switch sf.AuthMode {
+		case "jwt_bearer":
+			requiredFor(p+"salesforce.username", strings.TrimSpace(sf.Username), mode)
+			secret("private_key", sf.PrivateKey, sf.PrivateKeyFile)
+		case "client_credentials":
+			secret("client_secret", sf.ClientSecret, sf.ClientSecretFile)
+			if sf.LoginURL == "" {
+				add(p+"salesforce.login_url", "required when %s: the org's My Domain URL (https://<name>.my.salesforce.com)", mode)
+			}
+		}
+		if u, err := url.Parse(sf.SalesforceLoginURL()); err != nil || u.Host == "" || (u.Scheme != "https" && !loopback(u.Hostname())) {
+			addOnce(p+"salesforce.login_url", "%q is not an https URL (plain http only to a loopback address)", sf.LoginURL)
+		} else if h := strings.ToLower(u.Hostname()); sf.AuthMode == "client_credentials" && salesforce.GenericLoginHost(h) {
+			addOnce(p+"salesforce.login_url", "client_credentials needs the org's My Domain URL, not %s: Salesforce does not support the flow on the generic login hosts", h)
+		}
+		if !apiVersion.MatchString(sf.APIVersion) {
+			add(p+"salesforce.api_version", "%q is not a version like 60.0", sf.APIVersion)
+		}
+	}
+	names := map[string]bool{}
+	for i, obj := range o.src.EventlogObjects.Objects {
+		path := fmt.Sprintf("%ssources.eventlog_objects.objects[%d]", p, i)
+		switch {
+		case !salesforce.ValidName(obj.Name):
+			add(path+".name", "%q is not an object API name (letters, digits and _ only)", obj.Name)
+		case names[obj.Name]:
+			add(path+".name", "%s is listed twice", obj.Name)
+		}
+		names[obj.Name] = true
+		if !salesforce.ValidName(obj.TimestampField) {
+			add(path+".timestamp_field", "%q is not a field API name (letters, digits and _ only)", obj.TimestampField)
+		}
+		if _, err := salesforce.IsBigObject(obj.Name, obj.BigObject); err != nil {
+			add(path+".big_object", "%q is not auto, true or false", obj.BigObject)
+		}
+	}
+	if elf := o.src.EventLogFile; len(elf.EventTypes) > 0 {
+		for _, t := range elf.EventTypes {
+			if t != "*" && !salesforce.ValidName(t) {
+				add(p+"sources.eventlogfile.event_types", "%q is not an event type name (letters, digits and _) or \"*\"", t)
+			}
+		}
+	}
+	if ps := o.src.PubSub; len(ps.Topics) > 0 {
+		for _, t := range ps.Topics {
+			if t != "*" && !pubsub.ValidTopic(t) {
+				add(p+"sources.pubsub.topics", "%q is not a topic: /event/<Name>, /data/<Name> or \"*\"", t)
+			}
+		}
+		if host, _, err := net.SplitHostPort(ps.Endpoint); err == nil && ps.Plaintext && !loopback(host) {
+			add(p+"sources.pubsub.plaintext", "plaintext is allowed only to a loopback endpoint, not %s: Salesforce's Pub/Sub API needs TLS", host)
+		}
+	}
+	for _, src := range []struct {
+		on   bool
+		name string
+	}{
+		{len(o.src.EventlogObjects.Objects) > 0, p + "sources.eventlog_objects.objects"},
+		{len(o.src.EventLogFile.EventTypes) > 0, p + "sources.eventlogfile.event_types"},
+		{len(o.src.PubSub.Topics) > 0, p + "sources.pubsub.topics"},
+	} {
+		if !src.on {
+			continue
+		}
+		if o.sf.AuthMode == "none" {
+			add(p+"salesforce.auth_mode", "required when %s is set: jwt_bearer or client_credentials", src.name)
+		}
+		if c.Sink.Loki.URL == "" {
+			add("sink.loki.url", "required when a source is enabled (%s is set)", src.name)
+		}
+	}
+	if o.src.Synthetic.Rate > 0 && c.Sink.Loki.URL == "" {
+		add("sink.loki.url", "required when a source is enabled (%ssources.synthetic.rate > 0)", p)
+	}
+}
+
 // checkFields checks every number and duration against its range and every
 // string with a format, list items included (as path[i].key).
 func (c *Config) checkFields(report func(path, msg string)) {
-	v := reflect.ValueOf(c).Elem()
-	fields := schema()
-	for _, f := range fields {
+	c.eachLeaf(func(f Field, v reflect.Value, path string) {
+		if msg := checkField(f, v); msg != "" {
+			report(path, msg)
+		}
+	})
+}
+
+// eachLeaf calls fn with every key's field, value and path as problems show
+// it, list items included at every depth (as path[i].key).
+func (c *Config) eachLeaf(fn func(f Field, v reflect.Value, path string)) {
+	eachLeaf(reflect.ValueOf(c).Elem(), "", "", fn)
+}
+
+// eachLeaf walks the fields of one level (see levelFields) of v, a Config
+// or a list item, whose keys are shown under prefix.
+func eachLeaf(v reflect.Value, level, prefix string, fn func(f Field, v reflect.Value, path string)) {
+	for _, f := range levelFields()[level] {
 		switch {
-		case f.Section && f.List && !f.Item:
+		case f.List:
 			items := v.FieldByIndex(f.index)
 			for i := range items.Len() {
-				for _, itf := range fields {
-					if name, ok := strings.CutPrefix(itf.Path, f.Path+"[]."); ok && !itf.Section && !strings.Contains(name, ".") {
-						if msg := checkField(itf, items.Index(i).FieldByIndex(itf.index)); msg != "" {
-							report(fmt.Sprintf("%s[%d].%s", f.Path, i, name), msg)
-						}
-					}
-				}
+				eachLeaf(items.Index(i), f.Path, fmt.Sprintf("%s%s[%d].", prefix, f.rel(), i), fn)
 			}
-		case f.Section || f.Item:
+		case f.Section:
 		default:
-			if msg := checkField(f, v.FieldByIndex(f.index)); msg != "" {
-				report(f.Path, msg)
-			}
+			fn(f, v.FieldByIndex(f.index), prefix+f.rel())
 		}
 	}
 }
