@@ -276,7 +276,7 @@ func TestHealthEndpoints(t *testing.T) {
 	}
 	lease.Remove()
 	res := k.Step(t.Context())
-	d.onAcquire(t.Context(), domain.Leadership{Epoch: res.Epoch})
+	d.shards[0].onAcquire(t.Context(), domain.Leadership{Epoch: res.Epoch})
 	if code, body := get(t, h, "/readyz"); code != 200 || body != "leader\n" {
 		t.Fatalf("/readyz on the leader: %d %q", code, body)
 	}

@@ -56,57 +56,63 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// Daemon runs leadership, the leader's work and the health endpoint.
+// Daemon runs every shard's leadership and work, the shard balance when
+// several shards share leases, and the health endpoint.
 type Daemon struct {
 	cfg       *config.Config
-	coord     Coordinator
-	committer *domain.CheckpointCommitter
-	state     StateStore
-	workload  Workload
+	shards    []*Shard
+	balancer  *domain.Balancer // nil with one shard or without leases
 	telemetry *Telemetry
 	log       *slog.Logger
 	clock     ports.Clock
 
-	mu       sync.Mutex
-	resigned map[string]time.Time // when a resignation of each kind was last logged at ERROR
-	work     chan struct{}        // closed when the current leader work has returned
-	failure  error                // a non-HA error that stops the daemon
-	stop     context.CancelCauseFunc
+	mu      sync.Mutex
+	failure error // a non-HA error that stops the daemon
+	stop    context.CancelCauseFunc
 }
 
-func newDaemon(cfg *config.Config, coord Coordinator, committer *domain.CheckpointCommitter, state StateStore,
-	workload Workload, t *Telemetry, log *slog.Logger, clk ports.Clock) *Daemon {
-	d := &Daemon{cfg: cfg, coord: coord, committer: committer, state: state, workload: workload, telemetry: t, log: log, clock: clk,
-		resigned: map[string]time.Time{}}
-	t.SetFenceProbe(d.leading)
-	t.SetBlockedProbe(func() string { return coord.Status().Blocked })
+func newDaemon(cfg *config.Config, shards []*Shard, balancer *domain.Balancer, t *Telemetry, log *slog.Logger, clk ports.Clock) *Daemon {
+	d := &Daemon{cfg: cfg, shards: shards, balancer: balancer, telemetry: t, log: log, clock: clk}
+	for _, s := range shards {
+		s.fail = d.fail
+	}
 	return d
 }
 
-// leading reports whether this replica leads with a valid fence right now.
-func (d *Daemon) leading() bool {
-	return d.coord.CheckFence() == nil && d.coord.Status().Role == domain.RoleLeader
-}
+// Shards returns the shards (one, named "", in the single-org form).
+func (d *Daemon) Shards() []*Shard { return d.shards }
 
-// Coordinator returns the daemon's coordinator (tests inspect it).
-func (d *Daemon) Coordinator() Coordinator { return d.coord }
+// Coordinator returns the first shard's coordinator (tests inspect it).
+func (d *Daemon) Coordinator() Coordinator { return d.shards[0].coord }
 
-// Committer returns the daemon's checkpoint committer.
-func (d *Daemon) Committer() *domain.CheckpointCommitter { return d.committer }
+// Committer returns the first shard's checkpoint committer.
+func (d *Daemon) Committer() *domain.CheckpointCommitter { return d.shards[0].committer }
 
 // Telemetry returns the daemon's telemetry.
 func (d *Daemon) Telemetry() *Telemetry { return d.telemetry }
 
-// Run serves health on service.health_addr and runs leadership until ctx
-// ends (graceful stop: drain, final commits, release) or a non-HA error
-// stops it.
+// leading reports whether this replica leads any shard with a valid fence.
+func (d *Daemon) leading() bool {
+	for _, s := range d.shards {
+		if s.leading() {
+			return true
+		}
+	}
+	return false
+}
+
+// Run serves health on service.health_addr and runs every shard's
+// leadership (and the balance) until ctx ends (graceful stop: drain, final
+// commits, release) or a non-HA error stops it.
 func (d *Daemon) Run(ctx context.Context) error {
 	if d.cfg.Coordinate.Type == config.CoordinateNoop && d.cfg.State.Store == config.StoreFile {
-		lock, err := file.LockInstance(d.cfg.State.File.Path, 0)
-		if err != nil {
-			return err
+		for _, s := range d.shards {
+			lock, err := file.LockInstance(s.cfg.State.File.Path, 0)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = lock.Release() }()
 		}
-		defer func() { _ = lock.Release() }()
 	}
 	ln, err := net.Listen("tcp", d.cfg.Service.HealthAddr)
 	if err != nil {
@@ -119,177 +125,36 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	d.log.Info("sf2loki starting", "coordinate", d.cfg.Coordinate.Type, "state", d.state.String(),
-		"health_addr", ln.Addr().String(), "version", CurrentBuild().Version)
+	if len(d.shards) == 1 && d.shards[0].name == "" {
+		d.log.Info("sf2loki starting", "coordinate", d.cfg.Coordinate.Type, "state", d.shards[0].state.String(),
+			"health_addr", ln.Addr().String(), "version", CurrentBuild().Version)
+	} else {
+		orgs := make([]string, len(d.shards))
+		for i, s := range d.shards {
+			orgs[i] = s.name
+		}
+		d.log.Info("sf2loki starting", "coordinate", d.cfg.Coordinate.Type, "orgs", orgs, "balanced", d.balancer != nil,
+			"health_addr", ln.Addr().String(), "version", CurrentBuild().Version)
+	}
 	rctx, stop := context.WithCancelCause(ctx)
 	d.stop = stop
 	defer stop(nil)
-	err = d.coord.Run(rctx, domain.Callbacks{OnAcquire: d.onAcquire, OnLose: d.onLose})
+	var wg sync.WaitGroup
+	errs := make([]error, len(d.shards))
+	for i, s := range d.shards {
+		wg.Go(func() { errs[i] = s.Run(rctx) })
+	}
+	if d.balancer != nil {
+		wg.Go(func() { d.balancer.Run(rctx) })
+	}
+	wg.Wait()
 	d.mu.Lock()
 	failure := d.failure
 	d.mu.Unlock()
 	if failure != nil {
 		return failure
 	}
-	return err
-}
-
-func (d *Daemon) onAcquire(ctx context.Context, l domain.Leadership) {
-	d.telemetry.SetLeader(true, l.Epoch)
-	d.log.Info("leading", "epoch", l.Epoch)
-	done := make(chan struct{})
-	d.mu.Lock()
-	d.work = done
-	d.mu.Unlock()
-	go func() {
-		defer close(done)
-		d.lead(ctx, l.Epoch)
-	}()
-}
-
-// lead claims the checkpoint document and runs the work until leadership
-// ends. On a conflict (another writer changed the document) it drops the
-// cached document, reloads and resumes from the stored positions at once.
-// A corrupt document, or a stalled pipeline, resigns: the lease is
-// released so that another replica can try, and this one says why.
-func (d *Daemon) lead(ctx context.Context, epoch uint64) {
-	for ctx.Err() == nil {
-		d.committer.Reset()
-		if epoch > 0 {
-			if err := d.claim(ctx, epoch); err != nil {
-				return
-			}
-		}
-		drain, cancelDrain := d.drainContext(ctx)
-		err := d.workload.Run(ctx, Lead{Epoch: epoch, Committer: d.committer, Drain: drain})
-		cancelDrain()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, domain.ErrConflict) || errors.Is(err, domain.ErrFenced):
-			d.log.Warn("the checkpoint document changed under the leader; reloading it and resuming from the stored positions", "epoch", epoch, "error", err)
-			if d.coord.CheckFence() != nil {
-				<-ctx.Done()
-				return
-			}
-		case errors.Is(err, domain.ErrStalled):
-			d.telemetry.MarkStalled()
-			d.resign(ctx, "stalled", err.Error(), d.holdOff())
-			return
-		case errors.Is(err, domain.ErrCorrupt):
-			d.resign(ctx, "corrupt", err.Error(), d.retryAfterCorrupt())
-			return
-		case err != nil:
-			d.fail(fmt.Errorf("leader work failed: %w", err))
-			return
-		default:
-			<-ctx.Done()
-			return
-		}
-	}
-}
-
-// resign gives leadership up for reason and waits for the term to end. It
-// logs at ERROR once per kind of reason in ten minutes (a single instance
-// that finds the same corrupt document at every term says so once), at
-// WARN otherwise.
-func (d *Daemon) resign(ctx context.Context, kind, reason string, holdOff time.Duration) {
-	d.mu.Lock()
-	now := d.clock.Now()
-	loud := d.resigned[kind].IsZero() || now.Sub(d.resigned[kind]) >= 10*time.Minute
-	if loud {
-		d.resigned[kind] = now
-	}
-	d.mu.Unlock()
-	level := slog.LevelWarn
-	if loud {
-		level = slog.LevelError
-	}
-	d.log.Log(ctx, level, "the leader cannot make progress; resigning so that another replica can try", "reason", reason, "hold_off", holdOff)
-	d.coord.Resign(reason, holdOff)
-	<-ctx.Done()
-}
-
-// holdOff is how long a replica that resigned waits before contending
-// again: one ttl, so a standby polling every renew_interval wins first.
-func (d *Daemon) holdOff() time.Duration {
-	if ttl := leaseConfig(d.cfg).TTL; ttl > 0 {
-		return ttl
-	}
-	return 30 * time.Second
-}
-
-// retryAfterCorrupt is how long a replica that found the checkpoint
-// document corrupt waits before looking again: one renew interval (a lease
-// keeper's standby also refuses to contend while the document is corrupt).
-func (d *Daemon) retryAfterCorrupt() time.Duration {
-	if r := leaseConfig(d.cfg).RenewInterval; r > 0 {
-		return r
-	}
-	return 10 * time.Second
-}
-
-// claim stamps the checkpoint document with epoch, retrying until it lands
-// or leadership ends.
-func (d *Daemon) claim(ctx context.Context, epoch uint64) error {
-	for {
-		err := d.committer.Claim(ctx, epoch)
-		switch {
-		case err == nil:
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, domain.ErrFenced):
-			d.log.Warn("cannot claim the checkpoint document; waiting for leadership to end", "epoch", epoch, "error", err)
-			<-ctx.Done()
-			return err
-		case errors.Is(err, domain.ErrCorrupt):
-			d.resign(ctx, "corrupt", err.Error(), d.retryAfterCorrupt())
-			return err
-		case errors.Is(err, ports.ErrPermissionDenied), errors.Is(err, ports.ErrBucketNotFound):
-			d.fail(fmt.Errorf("claim the checkpoint document: %w", err))
-			return err
-		}
-		d.log.Warn("claim of the checkpoint document failed; retrying", "epoch", epoch, "error", err)
-		select {
-		case <-d.clock.After(time.Second):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// drainContext stays live until shutdown_grace after ctx ends.
-func (d *Daemon) drainContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	drain, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-drain.Done():
-			return
-		}
-		select {
-		case <-d.clock.After(d.cfg.Service.ShutdownGrace):
-			cancel()
-		case <-drain.Done():
-		}
-	}()
-	return drain, cancel
-}
-
-func (d *Daemon) onLose(l domain.Loss) {
-	d.mu.Lock()
-	done := d.work
-	d.mu.Unlock()
-	if done != nil {
-		select {
-		case <-done:
-		case <-d.clock.After(d.cfg.Service.ShutdownGrace + time.Second):
-			d.log.Warn("leader work did not stop within service.shutdown_grace", "epoch", l.Epoch)
-		}
-	}
-	d.committer.Reset()
-	d.telemetry.SetLeader(false, 0)
+	return errors.Join(errs...)
 }
 
 // fail records a non-HA error and stops the daemon.
@@ -314,33 +179,11 @@ func (d *Daemon) Handler() http.Handler {
 	// lease within ttl, so it can take over: the Kubernetes readiness probe,
 	// under which rollouts and disruption budgets keep working.
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		st := d.coord.Status()
-		standbyOK := r.URL.Query().Get("standby") == "ok"
-		rejecting, sfAuth := d.telemetry.SinkRejecting(), d.telemetry.SalesforceAuthFailing()
-		switch {
-		case d.leading() && sfAuth != "":
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, "leader: salesforce auth failing (%s)\n", sfAuth)
-		case d.leading() && rejecting != "":
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, "leader: sink rejecting all entries (%s); holding the data uncommitted\n", rejecting)
-		case d.leading():
-			_, _ = io.WriteString(w, "leader\n")
-		case st.Blocked != "":
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, "standby: blocked (%s): %s\n", st.Blocked, st.BlockedDetail)
-		case !st.Decided:
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "starting\n")
-		case standbyOK && st.Role == domain.RoleStandby && !st.LastObserved.IsZero() && d.clock.Now().Sub(st.LastObserved) < st.TTL:
-			_, _ = io.WriteString(w, "standby\n")
-		case standbyOK:
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "standby: the lease has not been read successfully within ttl\n")
-		default:
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "standby\n")
+		code, body := d.ready(r.URL.Query().Get("standby") == "ok")
+		if code != http.StatusOK {
+			w.WriteHeader(code)
 		}
+		_, _ = io.WriteString(w, body)
 	})
 	mux.Handle("/metrics", d.telemetry.MetricsHandler())
 	mux.HandleFunc("/statusz", func(w http.ResponseWriter, _ *http.Request) {
@@ -350,6 +193,57 @@ func (d *Daemon) Handler() http.Handler {
 		_ = enc.Encode(d.Status())
 	})
 	return mux
+}
+
+// ready is /readyz: with one shard its answer; with several, 200 when this
+// replica leads a shard and every shard it leads is healthy, or (standbyOK)
+// when every shard is ready, with one line per shard.
+func (d *Daemon) ready(standbyOK bool) (int, string) {
+	if len(d.shards) == 1 && d.shards[0].name == "" {
+		return d.shards[0].ready(standbyOK)
+	}
+	var b strings.Builder
+	leads, sick, all := false, false, true
+	for _, s := range d.shards {
+		code, text := s.ready(standbyOK)
+		fmt.Fprintf(&b, "%s: %s", s.name, text)
+		if s.leading() {
+			leads = true
+			sick = sick || code != http.StatusOK
+		}
+		all = all && code == http.StatusOK
+	}
+	if (leads && !sick) || all {
+		return http.StatusOK, b.String()
+	}
+	return http.StatusServiceUnavailable, b.String()
+}
+
+// ready is one shard's readiness: 200 on the leader only (load balancers
+// that must reach the leader); with standbyOK also 200 on a standby that
+// observed the lease within ttl, so it can take over (the Kubernetes
+// readiness probe, under which rollouts and disruption budgets keep
+// working).
+func (d *Shard) ready(standbyOK bool) (int, string) {
+	st := d.coord.Status()
+	rejecting, sfAuth := d.telemetry.SinkRejecting(), d.telemetry.SalesforceAuthFailing()
+	switch {
+	case d.leading() && sfAuth != "":
+		return http.StatusServiceUnavailable, fmt.Sprintf("leader: salesforce auth failing (%s)\n", sfAuth)
+	case d.leading() && rejecting != "":
+		return http.StatusServiceUnavailable, fmt.Sprintf("leader: sink rejecting all entries (%s); holding the data uncommitted\n", rejecting)
+	case d.leading():
+		return http.StatusOK, "leader\n"
+	case st.Blocked != "":
+		return http.StatusServiceUnavailable, fmt.Sprintf("standby: blocked (%s): %s\n", st.Blocked, st.BlockedDetail)
+	case !st.Decided:
+		return http.StatusServiceUnavailable, "starting\n"
+	case standbyOK && st.Role == domain.RoleStandby && !st.LastObserved.IsZero() && d.clock.Now().Sub(st.LastObserved) < st.TTL:
+		return http.StatusOK, "standby\n"
+	case standbyOK:
+		return http.StatusServiceUnavailable, "standby: the lease has not been read successfully within ttl\n"
+	}
+	return http.StatusServiceUnavailable, "standby\n"
 }
 
 // StatusReport is the /statusz document.
@@ -378,10 +272,52 @@ type StatusReport struct {
 	// ELFIntervals is the interval (Hourly or Daily) each EventLogFile
 	// event type is read in.
 	ELFIntervals map[string]string `json:"eventlogfile_intervals,omitempty"`
+	// Org names the shard in Shards.
+	Org string `json:"org,omitempty"`
+	// Shards, with orgs configured, is each shard's report; Members the
+	// live replicas and Balance this replica's share.
+	Shards  []StatusReport `json:"shards,omitempty"`
+	Members []string       `json:"members,omitempty"`
+	Balance *BalanceReport `json:"balance,omitempty"`
 }
 
-// Status returns the /statusz document.
+// BalanceReport is this replica's share of the shards.
+type BalanceReport struct {
+	Leading  int      `json:"leading"`
+	Floor    int      `json:"fair_share_min"`
+	Ceil     int      `json:"fair_share_max"`
+	Claiming []string `json:"claiming,omitempty"`
+	Release  string   `json:"releasing,omitempty"`
+}
+
+// Status returns the /statusz document: with one shard, its report; with
+// several, the replica's and each shard's.
 func (d *Daemon) Status() StatusReport {
+	if len(d.shards) == 1 && d.shards[0].name == "" {
+		return d.shards[0].status()
+	}
+	r := StatusReport{Role: "standby", SinkRejecting: d.telemetry.SinkRejecting(), PipelineStalled: d.telemetry.Stalled(),
+		SalesforceAuth: d.telemetry.SalesforceAuthFailing(), Coordinate: d.cfg.Coordinate.Type, Counters: d.telemetry.Counters()}
+	for _, s := range d.shards {
+		sr := s.status()
+		sr.Org, sr.Counters, sr.Coordinate = s.name, nil, ""
+		sr.SinkRejecting, sr.PipelineStalled, sr.SalesforceAuth = "", false, ""
+		r.Holder, r.Instance = sr.Holder, ""
+		if sr.Role == "leader" {
+			r.Role = "leader"
+		}
+		r.Shards = append(r.Shards, sr)
+	}
+	if d.balancer != nil {
+		r.Members = d.balancer.Members()
+		p := d.balancer.Plan()
+		r.Balance = &BalanceReport{Leading: p.Led, Floor: p.Floor, Ceil: p.Ceil, Claiming: p.Claim, Release: p.Release}
+	}
+	return r
+}
+
+// status is the shard's report.
+func (d *Shard) status() StatusReport {
 	st := d.coord.Status()
 	r := StatusReport{Role: st.Role.String(), Holder: st.Holder, Instance: st.Instance, Epoch: st.Epoch,
 		LeaseHolder: st.LeaseHolder, LeaseEpoch: st.LeaseEpoch, Blocked: st.Blocked, BlockedDetail: st.BlockedDetail,

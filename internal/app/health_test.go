@@ -101,11 +101,11 @@ func TestALeaderWithRefusedSalesforceCredentialsIsNotReady(t *testing.T) {
 	h := d.Handler()
 	k := d.Coordinator().(*domain.LeaseKeeper)
 	res := k.Step(t.Context())
-	d.onAcquire(t.Context(), domain.Leadership{Epoch: res.Epoch})
+	d.shards[0].onAcquire(t.Context(), domain.Leadership{Epoch: res.Epoch})
 	if code, body := get(t, h, "/readyz"); code != 200 {
 		t.Fatalf("/readyz %d %q", code, body)
 	}
-	d.Telemetry().SetSalesforceAuthProbe(func() string { return "invalid_grant: the app was revoked" })
+	d.Telemetry().AddSalesforceAuthProbe("", func() string { return "invalid_grant: the app was revoked" })
 	for _, path := range []string{"/readyz", "/readyz?standby=ok"} {
 		if code, body := get(t, h, path); code != 503 || !strings.Contains(body, "leader: salesforce auth failing (invalid_grant: the app was revoked)") {
 			t.Errorf("%s: %d %q", path, code, body)

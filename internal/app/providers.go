@@ -28,6 +28,8 @@ type Overrides struct {
 	Clock      ports.Clock
 	LeaseStore ports.ObjectCAS
 	StateStore ports.ObjectCAS
+	// MembersStore is the membership document (several shards).
+	MembersStore ports.ObjectCAS
 	Workload   Workload
 	Logger     *slog.Logger
 	Telemetry  TelemetryOptions
@@ -53,6 +55,20 @@ type Coordinator interface {
 	Resign(reason string, holdOff time.Duration)
 }
 
+// Shared is what every shard's graph shares: the clock, the logger, the
+// telemetry, the Loki sink and the claim gate of the shard balance.
+type Shared struct {
+	Clock     ports.Clock
+	Logger    *slog.Logger
+	Telemetry *Telemetry
+	Sink      SharedSink
+	Gate      Gate
+}
+
+// Gate returns a shard's claim gate (LeaseConfig.MayClaim); nil lets every
+// shard be claimed freely.
+type Gate func(shard string) func() bool
+
 func provideClock(o Overrides) ports.Clock {
 	if o.Clock != nil {
 		return o.Clock
@@ -65,10 +81,6 @@ func provideLogger(cfg *config.Config, o Overrides) *slog.Logger {
 		return o.Logger
 	}
 	return redactLogger(NewLogger(os.Stderr, cfg.Service.LogLevel, cfg.Service.LogFormat), cfg)
-}
-
-func provideTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, o Overrides) (*Telemetry, func(), error) {
-	return NewTelemetry(ctx, cfg, log, o.Telemetry)
 }
 
 // provideStateStore builds the checkpoint store chosen by state.store.
@@ -197,9 +209,15 @@ func HolderID(configured string) string {
 
 // provideKeeper builds the lease keeper. Its epoch floor is the checkpoint
 // document's stored epoch, read fresh before every acquisition.
-func provideKeeper(cfg *config.Config, lease LeaseStore, state StateStore, clk ports.Clock, t *Telemetry, log *slog.Logger) (*domain.LeaseKeeper, error) {
+func provideKeeper(cfg *config.Config, lease LeaseStore, state StateStore, clk ports.Clock, t *Telemetry, log *slog.Logger, gate Gate) (*domain.LeaseKeeper, error) {
 	lc := leaseConfig(cfg)
 	lc.Observer, lc.Logger = t, log
+	if cfg.ShardName != "" {
+		lc.Logger = log.With("org", cfg.ShardName)
+	}
+	if gate != nil {
+		lc.MayClaim = gate(cfg.ShardName)
+	}
 	floor, err := domain.NewCheckpointCommitter(state, clk, domain.CommitterConfig{})
 	if err != nil {
 		return nil, err
@@ -227,7 +245,7 @@ func provideCommitter(state StateStore, clk ports.Clock, fence Fence, t *Telemet
 // Provider sets used by the injectors in wire.go (built with the
 // wireinject tag, hence invisible to the unused check).
 var commonSet = wire.NewSet( //nolint:unused // used by wire.go
-	provideClock, provideLogger, provideTelemetry, provideStateStore, provideCommitter, provideWorkload, newDaemon)
+	wire.FieldsOf(new(Shared), "Clock", "Logger", "Telemetry", "Sink", "Gate"), provideStateStore, provideCommitter, provideWorkload, newShard)
 
 var keeperSet = wire.NewSet( //nolint:unused // used by wire.go
 	provideKeeper, keeperCoordinator, keeperFence)
@@ -235,13 +253,13 @@ var keeperSet = wire.NewSet( //nolint:unused // used by wire.go
 // newSalesforceAuth reads the secrets (value or *_file) and builds the
 // org's token source. It makes no request.
 func newSalesforceAuth(sf config.Salesforce) (*salesforce.Auth, error) {
-	return newSalesforceAuthObserved(sf, 0, nil, nil)
+	return newSalesforceAuthObserved("", sf, 0, nil, nil)
 }
 
 // newSalesforceAuthObserved is newSalesforceAuth with the org's throttle
 // pause, the token source's logs and, with t, its counters and failing
 // state exported.
-func newSalesforceAuthObserved(sf config.Salesforce, pause time.Duration, log *slog.Logger, t *Telemetry) (*salesforce.Auth, error) {
+func newSalesforceAuthObserved(org string, sf config.Salesforce, pause time.Duration, log *slog.Logger, t *Telemetry) (*salesforce.Auth, error) {
 	c := salesforce.Config{AuthMode: sf.AuthMode, LoginURL: sf.SalesforceLoginURL(), ClientID: strings.TrimSpace(sf.ClientID),
 		Username: strings.TrimSpace(sf.Username), OrgID: sf.OrgID, TokenTTL: sf.TokenTTL, Audience: sf.JWTAudience(), Logger: log,
 		ThrottlePause: pause}
@@ -264,7 +282,24 @@ func newSalesforceAuthObserved(sf config.Salesforce, pause time.Duration, log *s
 	}
 	a, err := salesforce.New(c)
 	if err == nil && t != nil {
-		t.SetSalesforceAuthProbe(a.Failing)
+		t.AddSalesforceAuthProbe(org, a.Failing)
 	}
 	return a, err
+}
+
+// newBalancer builds the membership document (beside the leases, in the
+// same store) and the balance that spreads the shards over the replicas.
+func newBalancer(ctx context.Context, cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry) (*domain.Balancer, func(), error) {
+	mc := cfg.MembersConfig()
+	store, clean, err := leaseStore(Overrides{LeaseStore: o.MembersStore}, t, cfg.Coordinate.Type, func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, mc) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("members document: %w", err)
+	}
+	lc := leaseConfig(cfg)
+	m, err := domain.NewMembership(store, clk, domain.MemberConfig{Holder: lc.Holder, TTL: lc.TTL, RenewInterval: lc.RenewInterval, Logger: log})
+	if err != nil {
+		clean()
+		return nil, nil, err
+	}
+	return domain.NewBalancer(m, clk, lc.RenewInterval, log), clean, nil
 }

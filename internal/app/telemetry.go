@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,9 +40,8 @@ type Telemetry struct {
 	meter    metric.Meter
 	tracer   trace.Tracer
 
-	leader       atomic.Int64
-	epoch        atomic.Int64
-	fenceOK      atomic.Pointer[func() bool]
+	shardMu      sync.Mutex
+	shards       []*ShardTelemetry // in the order registered
 	transitions  metric.Int64Counter
 	renewFails   metric.Int64Counter
 	commits      metric.Int64Counter
@@ -50,7 +50,8 @@ type Telemetry struct {
 	sfThrottled  metric.Int64Counter
 	sfRefreshes  metric.Int64Counter
 	sfMintFails  metric.Int64Counter
-	sfAuth       atomic.Pointer[func() string]
+	sfAuthMu     sync.Mutex
+	sfAuth       []orgProbe // why each org's token endpoint refuses ("" while it does not)
 	unreadable   metric.Int64Counter
 	pubsub       metric.Int64Counter
 	reconnects   metric.Int64Counter
@@ -58,7 +59,71 @@ type Telemetry struct {
 	counterTotal map[string]int64 // for /statusz
 	sinkStats    atomic.Pointer[loki.Stats]
 	stalledAt    atomic.Int64 // unix nanoseconds of the last stall; 0 when none
-	blocked      atomic.Pointer[func() string]
+}
+
+// orgProbe is one org's token-endpoint state.
+type orgProbe struct {
+	org   string
+	probe func() string
+}
+
+// ShardTelemetry is one shard's leadership gauges: sf2loki_leader,
+// sf2loki_lease_epoch and sf2loki_coordination_blocked carry its org as the
+// shard label (none in the single-org form).
+type ShardTelemetry struct {
+	name    string
+	leader  atomic.Int64
+	epoch   atomic.Int64
+	fenceOK atomic.Pointer[func() bool]
+	blocked atomic.Pointer[func() string]
+}
+
+// Shard registers a shard's gauges: fenceOK makes its leader gauges read 0
+// whenever it reports false (the gauge follows the self-fencing deadline at
+// the moment it is read, not the later moment the leader's work stopped);
+// blocked says why it does not contend ("" when it does).
+func (t *Telemetry) Shard(name string, fenceOK func() bool, blocked func() string) *ShardTelemetry {
+	st := &ShardTelemetry{name: name}
+	st.fenceOK.Store(&fenceOK)
+	st.blocked.Store(&blocked)
+	t.shardMu.Lock()
+	defer t.shardMu.Unlock()
+	t.shards = append(t.shards, st)
+	return st
+}
+
+func (t *Telemetry) allShards() []*ShardTelemetry {
+	t.shardMu.Lock()
+	defer t.shardMu.Unlock()
+	return slices.Clone(t.shards)
+}
+
+// attrs is the shard label, none in the single-org form.
+func (s *ShardTelemetry) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
+	if s.name != "" {
+		kv = append(kv, attribute.String("shard", s.name))
+	}
+	return metric.WithAttributes(kv...)
+}
+
+// leading reports whether the gauges show a leader.
+func (s *ShardTelemetry) leading() bool {
+	if s.leader.Load() != 1 {
+		return false
+	}
+	ok := s.fenceOK.Load()
+	return ok == nil || (*ok)()
+}
+
+// SetLeader records the role for the sf2loki_leader gauge.
+func (s *ShardTelemetry) SetLeader(leading bool, epoch uint64) {
+	if leading {
+		s.leader.Store(1)
+		s.epoch.Store(int64(epoch))
+		return
+	}
+	s.leader.Store(0)
+	s.epoch.Store(0)
 }
 
 // TelemetryOptions lets tests capture spans.
@@ -119,20 +184,35 @@ func tracesURL(endpoint string) string {
 
 func (t *Telemetry) instruments(m metric.Meter) error {
 	var errs []error
-	gauge := func(name, desc string, v *atomic.Int64) {
+	gauge := func(name, desc string, v func(*ShardTelemetry) int64) {
 		_, err := m.Int64ObservableGauge(name, metric.WithDescription(desc),
 			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-				if !t.leading() {
-					o.Observe(0)
-					return nil
+				for _, s := range t.allShards() {
+					if !s.leading() {
+						o.Observe(0, s.attrs())
+						continue
+					}
+					o.Observe(v(s), s.attrs())
 				}
-				o.Observe(v.Load())
 				return nil
 			}))
 		errs = append(errs, err)
 	}
-	gauge("sf2loki_leader", "1 while this replica leads with a valid fence, 0 otherwise: the sum over replicas is 1 in steady state.", &t.leader)
-	gauge("sf2loki_lease_epoch", "The epoch of the current leadership (0 on a standby).", &t.epoch)
+	gauge("sf2loki_leader", "1 while this replica leads the shard (org) with a valid fence, 0 otherwise: the sum over replicas is 1 per shard in steady state. Labelled shard=<org> when orgs are configured.",
+		func(s *ShardTelemetry) int64 { return s.leader.Load() })
+	gauge("sf2loki_lease_epoch", "The epoch of the current leadership (0 on a standby), per shard.", func(s *ShardTelemetry) int64 { return s.epoch.Load() })
+	_, err := m.Int64ObservableGauge("sf2loki_shards_led", metric.WithDescription("How many shards (orgs) this replica leads with a valid fence."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			n := int64(0)
+			for _, s := range t.allShards() {
+				if s.leading() {
+					n++
+				}
+			}
+			o.Observe(n)
+			return nil
+		}))
+	errs = append(errs, err)
 	counter := func(dst *metric.Int64Counter, name, desc string) {
 		var err error
 		*dst, err = m.Int64Counter(name, metric.WithDescription(desc))
@@ -141,7 +221,6 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	counter(&t.transitions, "sf2loki_lease_transitions", "Lease transitions by kind.")
 	counter(&t.renewFails, "sf2loki_lease_renew_failures", "Renewal rounds that failed without losing the lease.")
 	counter(&t.commits, "sf2loki_checkpoint_commits", "Checkpoint writes by outcome: ok, conflict, fenced, recovered, error.")
-	var err error
 	t.commitTime, err = m.Float64Histogram("sf2loki_checkpoint_commit_duration", metric.WithUnit("s"),
 		metric.WithDescription("Time to write a checkpoint, retries included."))
 	errs = append(errs, err)
@@ -171,13 +250,28 @@ func (t *Telemetry) SalesforceAuthFailed(reason string) {
 }
 
 // SetSalesforceAuthProbe sets how /readyz and sf2loki_salesforce_auth_failing
-// learn why the token endpoint refuses the credentials ("" when it does not).
-func (t *Telemetry) SetSalesforceAuthProbe(probe func() string) { t.sfAuth.Store(&probe) }
+// AddSalesforceAuthProbe adds how an org's token source says why its
+// credentials are refused ("" when they are not); org is "" in the
+// single-org form.
+func (t *Telemetry) AddSalesforceAuthProbe(org string, probe func() string) {
+	t.sfAuthMu.Lock()
+	defer t.sfAuthMu.Unlock()
+	t.sfAuth = append(t.sfAuth, orgProbe{org: org, probe: probe})
+}
 
-// SalesforceAuthFailing returns why the org's credentials are refused, or "".
+// SalesforceAuthFailing returns why an org's credentials are refused (the
+// first such org, named), or "".
 func (t *Telemetry) SalesforceAuthFailing() string {
-	if p := t.sfAuth.Load(); p != nil {
-		return (*p)()
+	t.sfAuthMu.Lock()
+	probes := slices.Clone(t.sfAuth)
+	t.sfAuthMu.Unlock()
+	for _, p := range probes {
+		if why := p.probe(); why != "" {
+			if p.org != "" {
+				return "org " + p.org + ": " + why
+			}
+			return why
+		}
 	}
 	return ""
 }
@@ -260,10 +354,6 @@ func (t *Telemetry) Stalled() bool {
 	return true
 }
 
-// SetBlockedProbe sets how sf2loki_coordination_blocked learns why this
-// replica does not contend ("" when it does).
-func (t *Telemetry) SetBlockedProbe(probe func() string) { t.blocked.Store(&probe) }
-
 // blockedReasons are every value of sf2loki_coordination_blocked's reason
 // label, exported from the start (0 or 1) so alerts see them.
 var blockedReasons = []string{domain.BlockedCheckpointCorrupt, domain.BlockedCheckpointUnreadable, domain.BlockedEpochExhausted,
@@ -280,12 +370,14 @@ func (t *Telemetry) registerHealthGauges() {
 	_, _ = t.meter.Int64ObservableGauge("sf2loki_coordination_blocked",
 		metric.WithDescription("1 for the reason this replica does not contend for the lease (checkpoint_corrupt, checkpoint_unreadable, epoch_exhausted, lease_unreadable, resigned); 0 for the others."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			current := ""
-			if p := t.blocked.Load(); p != nil {
-				current = (*p)()
-			}
-			for _, r := range blockedReasons {
-				o.Observe(bit(r == current), metric.WithAttributes(attribute.String("reason", r)))
+			for _, s := range t.allShards() {
+				current := ""
+				if p := s.blocked.Load(); p != nil {
+					current = (*p)()
+				}
+				for _, r := range blockedReasons {
+					o.Observe(bit(r == current), s.attrs(attribute.String("reason", r)))
+				}
 			}
 			return nil
 		}))
@@ -323,31 +415,6 @@ func (t *Telemetry) Counters() map[string]int64 {
 		out[k] = v
 	}
 	return out
-}
-
-// SetFenceProbe makes the leader gauges read 0 whenever ok reports false:
-// the gauge follows the self-fencing deadline at the moment it is read, not
-// the (later) moment the leader's work has stopped.
-func (t *Telemetry) SetFenceProbe(ok func() bool) { t.fenceOK.Store(&ok) }
-
-// leading reports whether the gauges show a leader.
-func (t *Telemetry) leading() bool {
-	if t.leader.Load() != 1 {
-		return false
-	}
-	ok := t.fenceOK.Load()
-	return ok == nil || (*ok)()
-}
-
-// SetLeader records the role for the sf2loki_leader gauge.
-func (t *Telemetry) SetLeader(leading bool, epoch uint64) {
-	if leading {
-		t.leader.Store(1)
-		t.epoch.Store(int64(epoch))
-		return
-	}
-	t.leader.Store(0)
-	t.epoch.Store(0)
 }
 
 var leaseSpans = map[domain.EventKind]bool{

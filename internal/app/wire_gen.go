@@ -13,11 +13,37 @@ import (
 
 // Injectors from wire.go:
 
-func buildNoop(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(), error) {
-	clock := provideClock(o)
+func buildNoop(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) (*Shard, func(), error) {
+	clock := sh.Clock
 	coordinator := provideSoleLeader(clock)
-	logger := provideLogger(cfg, o)
-	telemetry, cleanup, err := provideTelemetry(ctx, cfg, logger, o)
+	telemetry := sh.Telemetry
+	stateStore, cleanup, err := provideStateStore(ctx, cfg, o, telemetry)
+	if err != nil {
+		return nil, nil, err
+	}
+	fence := noFence()
+	logger := sh.Logger
+	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	sharedSink := sh.Sink
+	workload, cleanup2, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
+	return shard, func() {
+		cleanup2()
+		cleanup()
+	}, nil
+}
+
+func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) (*Shard, func(), error) {
+	telemetry := sh.Telemetry
+	appLeaseStore, cleanup, err := provideFileLeaseStore(ctx, cfg, o, telemetry)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -26,48 +52,11 @@ func buildNoop(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, f
 		cleanup()
 		return nil, nil, err
 	}
-	fence := noFence()
-	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
+	clock := sh.Clock
+	logger := sh.Logger
+	gate := sh.Gate
+	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger, gate)
 	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
-	return daemon, func() {
-		cleanup3()
-		cleanup2()
-		cleanup()
-	}, nil
-}
-
-func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(), error) {
-	logger := provideLogger(cfg, o)
-	telemetry, cleanup, err := provideTelemetry(ctx, cfg, logger, o)
-	if err != nil {
-		return nil, nil, err
-	}
-	appLeaseStore, cleanup2, err := provideFileLeaseStore(ctx, cfg, o, telemetry)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	stateStore, cleanup3, err := provideStateStore(ctx, cfg, o, telemetry)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	clock := provideClock(o)
-	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger)
-	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -76,48 +65,41 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daem
 	fence := keeperFence(leaseKeeper)
 	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
 	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	workload, cleanup4, err := provideWorkload(cfg, o, clock, logger, telemetry)
+	sharedSink := sh.Sink
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink)
 	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
-	return daemon, func() {
-		cleanup4()
+	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
+	return shard, func() {
 		cleanup3()
 		cleanup2()
 		cleanup()
 	}, nil
 }
 
-func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(), error) {
-	logger := provideLogger(cfg, o)
-	telemetry, cleanup, err := provideTelemetry(ctx, cfg, logger, o)
+func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) (*Shard, func(), error) {
+	telemetry := sh.Telemetry
+	appLeaseStore, cleanup, err := provideK8sLeaseStore(ctx, cfg, o, telemetry)
 	if err != nil {
 		return nil, nil, err
 	}
-	appLeaseStore, cleanup2, err := provideK8sLeaseStore(ctx, cfg, o, telemetry)
+	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, telemetry)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	stateStore, cleanup3, err := provideStateStore(ctx, cfg, o, telemetry)
+	clock := sh.Clock
+	logger := sh.Logger
+	gate := sh.Gate
+	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger, gate)
 	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	clock := provideClock(o)
-	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger)
-	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -126,48 +108,41 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 	fence := keeperFence(leaseKeeper)
 	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
 	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	workload, cleanup4, err := provideWorkload(cfg, o, clock, logger, telemetry)
+	sharedSink := sh.Sink
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink)
 	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
-	return daemon, func() {
-		cleanup4()
+	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
+	return shard, func() {
 		cleanup3()
 		cleanup2()
 		cleanup()
 	}, nil
 }
 
-func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(), error) {
-	logger := provideLogger(cfg, o)
-	telemetry, cleanup, err := provideTelemetry(ctx, cfg, logger, o)
+func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) (*Shard, func(), error) {
+	telemetry := sh.Telemetry
+	appLeaseStore, cleanup, err := provideS3LeaseStore(ctx, cfg, o, telemetry)
 	if err != nil {
 		return nil, nil, err
 	}
-	appLeaseStore, cleanup2, err := provideS3LeaseStore(ctx, cfg, o, telemetry)
+	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, telemetry)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	stateStore, cleanup3, err := provideStateStore(ctx, cfg, o, telemetry)
+	clock := sh.Clock
+	logger := sh.Logger
+	gate := sh.Gate
+	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger, gate)
 	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	clock := provideClock(o)
-	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger)
-	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -176,48 +151,41 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon
 	fence := keeperFence(leaseKeeper)
 	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
 	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	workload, cleanup4, err := provideWorkload(cfg, o, clock, logger, telemetry)
+	sharedSink := sh.Sink
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink)
 	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
-	return daemon, func() {
-		cleanup4()
+	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
+	return shard, func() {
 		cleanup3()
 		cleanup2()
 		cleanup()
 	}, nil
 }
 
-func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(), error) {
-	logger := provideLogger(cfg, o)
-	telemetry, cleanup, err := provideTelemetry(ctx, cfg, logger, o)
+func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) (*Shard, func(), error) {
+	telemetry := sh.Telemetry
+	appLeaseStore, cleanup, err := provideGCSLeaseStore(ctx, cfg, o, telemetry)
 	if err != nil {
 		return nil, nil, err
 	}
-	appLeaseStore, cleanup2, err := provideGCSLeaseStore(ctx, cfg, o, telemetry)
+	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, telemetry)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	stateStore, cleanup3, err := provideStateStore(ctx, cfg, o, telemetry)
+	clock := sh.Clock
+	logger := sh.Logger
+	gate := sh.Gate
+	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger, gate)
 	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	clock := provideClock(o)
-	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger)
-	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -226,21 +194,19 @@ func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides) (*Daemo
 	fence := keeperFence(leaseKeeper)
 	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
 	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	workload, cleanup4, err := provideWorkload(cfg, o, clock, logger, telemetry)
+	sharedSink := sh.Sink
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink)
 	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	daemon := newDaemon(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
-	return daemon, func() {
-		cleanup4()
+	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
+	return shard, func() {
 		cleanup3()
 		cleanup2()
 		cleanup()

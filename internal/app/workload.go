@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/loki"
@@ -23,11 +24,19 @@ import (
 type pipelineWorkload struct {
 	pipeline *domain.Pipeline
 	sources  []ports.Source
+	// prepare, if set, runs before the pipeline (an org's id for its
+	// labels); it returns only once done or ctx ends.
+	prepare func(ctx context.Context) error
 }
 
 // Run implements Workload: resume positions come from the claimed
 // checkpoint document; commits go through the fenced committer.
 func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
+	if w.prepare != nil {
+		if err := w.prepare(ctx); err != nil {
+			return nil // ctx ended
+		}
+	}
 	doc, err := lead.Committer.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("load checkpoints: %w", err)
@@ -42,11 +51,11 @@ func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
 // provideWorkload builds the pipeline when a source is enabled; otherwise
 // the leader holds leadership and ingests nothing. The cleanup closes the
 // sources' clients (the Pub/Sub connection).
-func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry) (Workload, func(), error) {
+func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry, sink SharedSink) (Workload, func(), error) {
 	if o.Workload != nil {
 		return o.Workload, func() {}, nil
 	}
-	w, err := newWorkload(cfg, clk, log, t)
+	w, err := newWorkload(cfg, clk, log, t, sink)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,7 +72,15 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 	return w, cleanup, nil
 }
 
-func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry) (Workload, error) {
+// SharedSink builds, once, the Loki sink every shard pushes through.
+type SharedSink func() (*loki.Sink, error)
+
+// OnceSink is the SharedSink of cfg.
+func OnceSink(cfg *config.Config, log *slog.Logger, t *Telemetry) SharedSink {
+	return sync.OnceValues(func() (*loki.Sink, error) { return newLokiSink(cfg.Sink.Loki, log, t) })
+}
+
+func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry, shared SharedSink) (Workload, error) {
 	var sources []ports.Source
 	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
 		sc := synthetic.Config{Rate: float64(syn.Rate), EventTypes: syn.EventTypes, Logger: log}
@@ -76,7 +93,7 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 		}
 		sources = append(sources, s)
 	}
-	sfSources, err := salesforceSources(cfg, clk, log, t)
+	sfSources, auth, err := salesforceSources(cfg, clk, log, t)
 	if err != nil {
 		return nil, err
 	}
@@ -84,9 +101,28 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 	if len(sources) == 0 {
 		return idle{}, nil
 	}
-	sink, err := newLokiSink(cfg.Sink.Loki, log, t)
+	if shared == nil {
+		shared = OnceSink(cfg, log, t)
+	}
+	base, err := shared()
 	if err != nil {
 		return nil, err
+	}
+	var sink ports.Sink = base
+	var prepare func(context.Context) error
+	if cfg.ShardName != "" {
+		// Each org's entries carry org, environment and sf_org_id.
+		view, err := base.WithLabels(map[string]string{"org": cfg.ShardName, "environment": cfg.Salesforce.Environment})
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case cfg.Salesforce.OrgID != "":
+			view.Set("sf_org_id", cfg.Salesforce.OrgID)
+		case auth != nil:
+			prepare = orgIDLabel(auth, view, clk, log)
+		}
+		sink = view
 	}
 	realtime, bulk := laneConfigs(cfg)
 	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, StallTimeout: cfg.EffectiveStallTimeout(),
@@ -94,7 +130,34 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 	if err != nil {
 		return nil, err
 	}
-	return &pipelineWorkload{pipeline: p, sources: sources}, nil
+	return &pipelineWorkload{pipeline: p, sources: sources, prepare: prepare}, nil
+}
+
+// orgIDLabel asks the org's id (once) and sets it as the view's sf_org_id
+// label before the first entry, so that every copy of an entry carries the
+// same labels; it retries every 10s while the org does not answer.
+func orgIDLabel(auth *salesforce.Auth, view *loki.Labelled, clk ports.Clock, log *slog.Logger) func(context.Context) error {
+	var done bool
+	return func(ctx context.Context) error {
+		for !done {
+			id, err := auth.OrgID(ctx)
+			if err == nil {
+				view.Set("sf_org_id", id)
+				done = true
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			log.Warn("cannot learn the org's id for the sf_org_id label yet; retrying in 10s (or set salesforce.org_id)", "error", err)
+			select {
+			case <-clk.After(10 * time.Second):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
 }
 
 // laneConfigs are the two lanes' bounds: sink.loki.batch for both, the
@@ -113,21 +176,21 @@ func laneConfigs(cfg *config.Config) (realtime, bulk domain.LaneConfig) {
 
 // salesforceSources builds the Salesforce sources that are enabled, sharing
 // one token source.
-func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry) ([]ports.Source, error) {
+func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry) ([]ports.Source, *salesforce.Auth, error) {
 	objs, elf, ps := cfg.Sources.EventlogObjects.Objects, cfg.Sources.EventLogFile, cfg.Sources.PubSub
 	if len(objs) == 0 && len(elf.EventTypes) == 0 && len(ps.Topics) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	auth, err := newSalesforceAuthObserved(cfg.Salesforce, throttlePause(cfg), log, t)
+	auth, err := newSalesforceAuthObserved(cfg.ShardName, cfg.Salesforce, throttlePause(cfg), log, t)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var sources []ports.Source
 	if len(elf.EventTypes) > 0 {
 		s, err := salesforce.NewELFSource(auth, cfg.Salesforce.APIVersion, salesforce.ELFSpec{Interval: elf.Interval, EventTypes: elf.EventTypes,
 			PollInterval: elf.PollInterval, Lookback: elf.Lookback, SettleWindow: elf.SettleWindow, Concurrency: elf.Concurrency}, clk, log)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if t != nil {
 			s.GarbageCheckpoint = func() { t.CheckpointUnreadable("eventlogfile") }
@@ -142,7 +205,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		}
 		s, err := salesforce.NewSOQLSource(auth, cfg.Salesforce.APIVersion, specs, clk, log)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if t != nil {
 			s.GarbageCheckpoint = func() { t.CheckpointUnreadable("eventlog_objects") }
@@ -152,7 +215,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 	if len(ps.Topics) > 0 {
 		s, err := newPubSubSource(cfg, auth, clk, log)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if t != nil {
 			s.Hooks = pubsub.Hooks{
@@ -165,7 +228,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		}
 		sources = append(sources, s)
 	}
-	return sources, nil
+	return sources, auth, nil
 }
 
 // throttlePause is how long the org's throttle gate stays closed after
