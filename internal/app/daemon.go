@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -91,14 +93,20 @@ func (d *Daemon) Committer() *domain.CheckpointCommitter { return d.shards[0].co
 // Telemetry returns the daemon's telemetry.
 func (d *Daemon) Telemetry() *Telemetry { return d.telemetry }
 
-// leading reports whether this replica leads any shard with a valid fence.
-func (d *Daemon) leading() bool {
-	for _, s := range d.shards {
-		if s.leading() {
-			return true
-		}
+// shardDir makes the directory of an org's state file (<dir>/shards/<org>/)
+// when the configured file's directory exists: that one the operator
+// provides, the shards' the daemon makes.
+func shardDir(configured, path string) error {
+	if path == configured {
+		return nil
 	}
-	return false
+	if _, err := os.Stat(filepath.Dir(configured)); err != nil {
+		return nil // the instance lock says what to do
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return fmt.Errorf("make the directory of %s: %w", path, err)
+	}
+	return nil
 }
 
 // Run serves health on service.health_addr and runs every shard's
@@ -107,6 +115,9 @@ func (d *Daemon) leading() bool {
 func (d *Daemon) Run(ctx context.Context) error {
 	if d.cfg.Coordinate.Type == config.CoordinateNoop && d.cfg.State.Store == config.StoreFile {
 		for _, s := range d.shards {
+			if err := shardDir(d.cfg.State.File.Path, s.cfg.State.File.Path); err != nil {
+				return err
+			}
 			lock, err := file.LockInstance(s.cfg.State.File.Path, 0)
 			if err != nil {
 				return err

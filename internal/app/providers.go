@@ -30,9 +30,9 @@ type Overrides struct {
 	StateStore ports.ObjectCAS
 	// MembersStore is the membership document (several shards).
 	MembersStore ports.ObjectCAS
-	Workload   Workload
-	Logger     *slog.Logger
-	Telemetry  TelemetryOptions
+	Workload     Workload
+	Logger       *slog.Logger
+	Telemetry    TelemetryOptions
 }
 
 // LeaseStore is the object that holds the lease (distinct type for wire).

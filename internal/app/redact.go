@@ -16,8 +16,8 @@ import (
 )
 
 // redactSecrets collects every secret the configuration holds or points
-// at: the Salesforce client secret and private key (from the value or its
-// *_file), the Loki token (auth_token or auth_token_file) with the
+// at: every org's Salesforce client secret and private key (from the value
+// or its *_file), the Loki token (auth_token or auth_token_file) with the
 // basic-auth header made from it and any password in sink.loki.url or
 // telemetry.otlp_endpoint, the telemetry headers' values, the private key
 // of a GCS service_file, and the AWS secret key and session token of the
@@ -35,8 +35,13 @@ func redactSecrets(cfg *config.Config) []string {
 		}
 		return strings.TrimSpace(string(b))
 	}
-	sf := cfg.Salesforce
-	out = append(out, salesforce.Secrets(read(sf.ClientSecret, sf.ClientSecretFile), read(sf.PrivateKey, sf.PrivateKeyFile))...)
+	orgs := []config.Salesforce{cfg.Salesforce}
+	for _, o := range cfg.Orgs {
+		orgs = append(orgs, o.Salesforce)
+	}
+	for _, sf := range orgs {
+		out = append(out, salesforce.Secrets(read(sf.ClientSecret, sf.ClientSecretFile), read(sf.PrivateKey, sf.PrivateKeyFile))...)
+	}
 	l := cfg.Sink.Loki
 	_, lokiSecrets := loki.Secrets(loki.Config{URL: l.URL, TenantID: l.TenantID, BasicAuthUser: l.BasicAuthUser,
 		AuthToken: read(l.AuthToken, l.AuthTokenFile)})

@@ -224,4 +224,3 @@ func (d *Shard) onLose(l domain.Loss) {
 	d.committer.Reset()
 	d.gauges.SetLeader(false, 0)
 }
-

@@ -30,19 +30,25 @@ import (
 
 // stateSession is an open checkpoint document for the state command.
 type stateSession struct {
-	cfg       *config.Config
-	committer *domain.CheckpointCommitter
-	store     ports.ObjectCAS
-	release   func()
+	cfg *config.Config
+	// configured is the whole configuration (cfg is the org's shard).
+	configured *config.Config
+	committer  *domain.CheckpointCommitter
+	store      ports.ObjectCAS
+	release    func()
 }
 
 // openState loads the configuration and opens the checkpoint document
 // through the same store and committer the daemon uses (no fence: the
 // command is the operator's).
-func openState(cmd *cobra.Command, cfgPath string) (*stateSession, error) {
-	cfg, err := loadConfig(cmd, cfgPath)
+func openState(cmd *cobra.Command, cfgPath, org string) (*stateSession, error) {
+	all, err := loadConfig(cmd, cfgPath)
 	if err != nil {
 		return nil, err
+	}
+	cfg, err := shardOf(all, org)
+	if err != nil {
+		return nil, &ExitError{Code: ExitInvalidConfig, Err: err}
 	}
 	store, err := newStateStore(cmd.Context(), cfg)
 	if err != nil {
@@ -52,12 +58,32 @@ func openState(cmd *cobra.Command, cfgPath string) (*stateSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stateSession{cfg: cfg, committer: c, store: store, release: closer(store)}, nil
+	return &stateSession{cfg: cfg, configured: all, committer: c, store: store, release: closer(store)}, nil
+}
+
+// shardOf is the configuration of org's shard: its checkpoint document and
+// lease. With orgs configured --org is required; without, it must be blank.
+func shardOf(cfg *config.Config, org string) (*config.Config, error) {
+	shards := cfg.Shards()
+	names := make([]string, len(shards))
+	for i, s := range shards {
+		names[i] = s.ShardName
+		if s.ShardName == org {
+			return s, nil
+		}
+	}
+	if org == "" {
+		return nil, fmt.Errorf("the configuration has orgs %s, each with its own checkpoint document: pass --org", strings.Join(names, ", "))
+	}
+	if len(names) == 1 && names[0] == "" {
+		return nil, fmt.Errorf("--org %s: the configuration has no orgs (one checkpoint document); drop --org", org)
+	}
+	return nil, fmt.Errorf("--org %s: no such org in the configuration (orgs: %s)", org, strings.Join(names, ", "))
 }
 
 // readState opens the document and returns a copy of it.
-func readState(cmd *cobra.Command, cfgPath string) (map[string]string, error) {
-	s, err := openState(cmd, cfgPath)
+func readState(cmd *cobra.Command, cfgPath, org string) (map[string]string, error) {
+	s, err := openState(cmd, cfgPath, org)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +107,11 @@ func (s *stateSession) ensureNoLeader(ctx context.Context, force bool) (func(), 
 	if c.Type == config.CoordinateNoop {
 		if s.cfg.State.Store != config.StoreFile {
 			return none, nil
+		}
+		if s.configured != nil {
+			if err := shardDir(s.configured.State.File.Path, s.cfg.State.File.Path); err != nil {
+				return nil, err
+			}
 		}
 		lock, err := file.LockInstance(s.cfg.State.File.Path, 0)
 		if err != nil {
@@ -120,9 +151,10 @@ func writeErr(err error) error {
 }
 
 func newStateCommand() *cobra.Command {
-	var cfgPath string
+	var cfgPath, org string
 	cmd := &cobra.Command{Use: "state", Short: "Show, repair, export and import the checkpoint document"}
 	cmd.PersistentFlags().StringVarP(&cfgPath, "config", "c", "", "YAML configuration file")
+	cmd.PersistentFlags().StringVar(&org, "org", "", "the org whose checkpoint document to use (required when orgs are configured)")
 
 	var glob string
 	var asJSON bool
@@ -131,7 +163,7 @@ func newStateCommand() *cobra.Command {
 		Short: "Print the checkpoints (key<TAB>value, sorted)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			doc, err := readState(cmd, cfgPath)
+			doc, err := readState(cmd, cfgPath, org)
 			if err != nil {
 				return err
 			}
@@ -159,7 +191,7 @@ func newStateCommand() *cobra.Command {
 	var force, forceReserved bool
 	write := func(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, s *stateSession, args []string) error) *cobra.Command {
 		c := &cobra.Command{Use: use, Short: short, Args: args, RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := openState(cmd, cfgPath)
+			s, err := openState(cmd, cfgPath, org)
 			if err != nil {
 				return err
 			}
@@ -230,7 +262,7 @@ func newStateCommand() *cobra.Command {
 		Short: "Print the document as sorted, pretty JSON",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			doc, err := readState(cmd, cfgPath)
+			doc, err := readState(cmd, cfgPath, org)
 			if err != nil {
 				return err
 			}

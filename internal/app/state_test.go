@@ -311,3 +311,47 @@ func TestStateRefusesAnEpochAboveTheMaximum(t *testing.T) {
 		t.Fatalf("the maximum itself: exit %d:\n%s", code, out)
 	}
 }
+
+// With orgs, each org has its own checkpoint document: --org picks it, is
+// required, and names the orgs when missing or wrong; without orgs it is
+// refused. The first org's document is the single-org one.
+func TestStateCommandsPerOrg(t *testing.T) {
+	dir := t.TempDir()
+	single := writeConfig(t, fmt.Sprintf("state: {file: {path: %s/state.json}}\n", dir))
+	orgs := writeConfig(t, fmt.Sprintf(`state: {file: {path: %s/state.json}}
+orgs:
+  - name: prod
+  - name: sandbox
+`, dir))
+	run := func(cfg string, args ...string) (string, int) {
+		return cli(t, "", append([]string{"state", "--config", cfg}, args...)...)
+	}
+	if out, code := run(single, "set", "synthetic:ApiEvent", "7"); code != 0 {
+		t.Fatalf("single form: %d %s", code, out)
+	}
+	if out, code := run(orgs, "set", "--org", "sandbox", "synthetic:ApiEvent", "3"); code != 0 {
+		t.Fatalf("sandbox: %d %s", code, out)
+	}
+	if out, _ := run(orgs, "show", "--org", "prod"); !strings.Contains(out, "synthetic:ApiEvent") || !strings.Contains(out, "7") {
+		t.Fatalf("prod shows %q: want the single-org document", out)
+	}
+	if out, _ := run(orgs, "show", "--org", "sandbox"); !strings.Contains(out, "3") || strings.Contains(out, "7") {
+		t.Fatalf("sandbox shows %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "shards", "sandbox", "state.json")); err != nil {
+		t.Fatalf("sandbox's document: %v", err)
+	}
+	for _, tc := range []struct {
+		cfg  string
+		args []string
+		want string
+	}{
+		{orgs, []string{"show"}, "orgs prod, sandbox"},
+		{orgs, []string{"show", "--org", "qa"}, "no such org"},
+		{single, []string{"show", "--org", "prod"}, "has no orgs"},
+	} {
+		if out, code := run(tc.cfg, tc.args...); code == 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: exit %d %q, want a refusal saying %q", tc.args, code, out, tc.want)
+		}
+	}
+}

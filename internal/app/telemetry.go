@@ -249,7 +249,6 @@ func (t *Telemetry) SalesforceAuthFailed(reason string) {
 	t.sfMintFails.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
 }
 
-// SetSalesforceAuthProbe sets how /readyz and sf2loki_salesforce_auth_failing
 // AddSalesforceAuthProbe adds how an org's token source says why its
 // credentials are refused ("" when they are not); org is "" in the
 // single-org form.

@@ -32,7 +32,6 @@ type Balancer struct {
 
 	mu     sync.Mutex
 	shards []Shard
-	plan   BalancePlan
 	said   string // the plan last logged
 }
 
@@ -62,11 +61,10 @@ func (b *Balancer) Add(shards ...Shard) {
 	b.shards = append(b.shards, shards...)
 }
 
-// Plan returns the last plan.
+// Plan returns the plan as of now (what every keeper last observed).
 func (b *Balancer) Plan() BalancePlan {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.plan
+	plan, _, _ := b.evaluate()
+	return plan
 }
 
 // Members returns the live replicas as last seen.
@@ -103,7 +101,6 @@ func (b *Balancer) Step(ctx context.Context) BalancePlan {
 	plan, live, shards := b.evaluate()
 	said := fmt.Sprintf("%d replicas, leading %d (fair share %d to %d), claiming %v, releasing %q", len(live), plan.Led, plan.Floor, plan.Ceil, plan.Claim, plan.Release)
 	b.mu.Lock()
-	b.plan = plan
 	changed := said != b.said
 	b.said = said
 	b.mu.Unlock()
