@@ -238,8 +238,8 @@ func provideSoleLeader(clk ports.Clock) Coordinator {
 // noFence: a single instance has nobody to be fenced by.
 func noFence() Fence { return nil }
 
-func provideCommitter(state StateStore, clk ports.Clock, fence Fence, t *Telemetry, log *slog.Logger) (*domain.CheckpointCommitter, error) {
-	return domain.NewCheckpointCommitter(state, clk, domain.CommitterConfig{Fence: fence, Observer: t, Logger: log})
+func provideCommitter(cfg *config.Config, state StateStore, clk ports.Clock, fence Fence, t *Telemetry, log *slog.Logger) (*domain.CheckpointCommitter, error) {
+	return domain.NewCheckpointCommitter(state, clk, domain.CommitterConfig{Fence: fence, Observer: t, Logger: log, Org: cfg.ShardName})
 }
 
 // Provider sets used by the injectors in wire.go (built with the

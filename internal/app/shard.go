@@ -179,7 +179,7 @@ func (d *Shard) claim(ctx context.Context, epoch uint64) error {
 		case errors.Is(err, domain.ErrCorrupt):
 			d.resign(ctx, "corrupt", err.Error(), d.retryAfterCorrupt())
 			return err
-		case errors.Is(err, ports.ErrPermissionDenied), errors.Is(err, ports.ErrBucketNotFound):
+		case errors.Is(err, ports.ErrPermissionDenied), errors.Is(err, ports.ErrBucketNotFound), errors.Is(err, domain.ErrWrongOrg):
 			d.fail(fmt.Errorf("claim the checkpoint document: %w", err))
 			return err
 		}

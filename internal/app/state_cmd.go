@@ -170,7 +170,7 @@ func newStateCommand() *cobra.Command {
 			match := globMatcher(glob)
 			out := map[string]string{}
 			for k, v := range doc {
-				if k != domain.FenceEpochKey && match(k) {
+				if !domain.Reserved(k) && match(k) {
 					out[k] = v
 				}
 			}
@@ -207,8 +207,11 @@ func newStateCommand() *cobra.Command {
 		return c
 	}
 	reserved := func(key string) error {
-		if key == domain.FenceEpochKey && !forceReserved {
+		switch {
+		case key == domain.FenceEpochKey && !forceReserved:
 			return &ExitError{Code: 1, Err: fmt.Errorf("%s is reserved for the leader epoch; pass --force-reserved to repair it", key)}
+		case key == domain.OrgKey && !forceReserved:
+			return &ExitError{Code: 1, Err: fmt.Errorf("%s is reserved: it names the org whose positions the document holds; pass --force-reserved to change it", key)}
 		}
 		return nil
 	}
@@ -217,7 +220,7 @@ func newStateCommand() *cobra.Command {
 			if err := reserved(args[0]); err != nil {
 				return err
 			}
-			if args[0] != domain.FenceEpochKey {
+			if !domain.Reserved(args[0]) {
 				if err := checkCheckpoint(args[0], args[1]); err != nil {
 					return &ExitError{Code: ExitInvalidConfig, Err: fmt.Errorf("set: %w", err)}
 				}
@@ -237,7 +240,7 @@ func newStateCommand() *cobra.Command {
 			}
 			return nil
 		})
-	set.Flags().BoolVar(&forceReserved, "force-reserved", false, "allow writing "+domain.FenceEpochKey)
+	set.Flags().BoolVar(&forceReserved, "force-reserved", false, "allow writing "+domain.FenceEpochKey+" or "+domain.OrgKey)
 	del := write("delete KEY", "Delete one checkpoint (one compare-and-swap write)", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, s *stateSession, args []string) error {
 			if err := reserved(args[0]); err != nil {
@@ -254,7 +257,7 @@ func newStateCommand() *cobra.Command {
 			}
 			return nil
 		})
-	del.Flags().BoolVar(&forceReserved, "force-reserved", false, "allow deleting "+domain.FenceEpochKey)
+	del.Flags().BoolVar(&forceReserved, "force-reserved", false, "allow deleting "+domain.FenceEpochKey+" or "+domain.OrgKey)
 
 	var includeReserved bool
 	export := &cobra.Command{
@@ -268,11 +271,12 @@ func newStateCommand() *cobra.Command {
 			}
 			if !includeReserved {
 				delete(doc, domain.FenceEpochKey)
+				delete(doc, domain.OrgKey)
 			}
 			return writeJSON(cmd.OutOrStdout(), doc)
 		},
 	}
-	export.Flags().BoolVar(&includeReserved, "include-reserved", false, "include "+domain.FenceEpochKey)
+	export.Flags().BoolVar(&includeReserved, "include-reserved", false, "include "+domain.FenceEpochKey+" and "+domain.OrgKey)
 
 	var ifEmpty bool
 	imp := write("import FILE|-", "Merge the keys of a JSON object into the document (one compare-and-swap write)", cobra.ExactArgs(1),
@@ -296,6 +300,7 @@ func newStateCommand() *cobra.Command {
 					return &ExitError{Code: 1, Err: err}
 				}
 				delete(doc, domain.FenceEpochKey)
+				delete(doc, domain.OrgKey)
 				if len(doc) > 0 {
 					return &ExitError{Code: 1, Err: fmt.Errorf("import --if-empty: %s already holds %d keys", s.store, len(doc))}
 				}
@@ -367,6 +372,9 @@ func decodeImport(r io.Reader) (map[string]string, error) {
 		}
 		if k == domain.FenceEpochKey {
 			return nil, fmt.Errorf("%s is reserved for the leader epoch", k)
+		}
+		if k == domain.OrgKey {
+			return nil, fmt.Errorf("%s is reserved: the daemon stamps the org whose positions a document holds; drop it from the input", k)
 		}
 		if err := checkCheckpoint(k, v); err != nil {
 			return nil, err

@@ -23,7 +23,7 @@ func buildNoop(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) 
 	}
 	fence := noFence()
 	logger := sh.Logger
-	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -63,7 +63,7 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides, sh Sha
 	}
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
-	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -106,7 +106,7 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 	}
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
-	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -149,7 +149,7 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides, sh Share
 	}
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
-	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -192,7 +192,7 @@ func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 	}
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
-	checkpointCommitter, err := provideCommitter(stateStore, clock, fence, telemetry, logger)
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()

@@ -17,6 +17,14 @@ import (
 // leader that last claimed the document (a decimal string).
 const FenceEpochKey = "__fence_epoch__"
 
+// OrgKey is the reserved checkpoint key naming the org whose positions the
+// document holds, with orgs configured: a claim by another org's shard is
+// refused (ErrWrongOrg), so positions never pass from one org to another.
+const OrgKey = "__org__"
+
+// Reserved reports whether key is one of the document's reserved keys.
+func Reserved(key string) bool { return key == FenceEpochKey || key == OrgKey }
+
 // CommitterConfig configures a CheckpointCommitter.
 type CommitterConfig struct {
 	// Fence is called before every write attempt; a non-nil error refuses
@@ -31,6 +39,9 @@ type CommitterConfig struct {
 	Observer Observer
 	// Logger receives diagnostic logs (nil discards them).
 	Logger *slog.Logger
+	// Org, when set, is the org the document belongs to: Claim stamps it
+	// (OrgKey) and refuses a document stamped with another.
+	Org string
 }
 
 // CheckpointCommitter reads and writes the checkpoint document: one flat JSON
@@ -47,6 +58,7 @@ type CheckpointCommitter struct {
 	req   requester
 	obs   Observer
 	log   *slog.Logger
+	org   string
 
 	sem     chan struct{} // a one-slot lock that a context can abandon
 	loaded  bool
@@ -75,6 +87,7 @@ func NewCheckpointCommitter(cas ports.ObjectCAS, clock ports.Clock, cfg Committe
 		req:   requester{cas: cas, clock: clock, policy: policy, timeout: cfg.RequestTimeout},
 		obs:   cfg.Observer,
 		log:   cfg.Logger,
+		org:   cfg.Org,
 		sem:   make(chan struct{}, 1),
 	}
 	if c.fence == nil {
@@ -316,8 +329,21 @@ func (c *CheckpointCommitter) Claim(ctx context.Context, epoch uint64) error {
 	c.loaded, c.doc, c.version = false, nil, ""
 	c.epoch = epoch
 	c.unlock()
+	if c.org != "" {
+		doc, err := c.Load(ctx)
+		if err != nil {
+			return err
+		}
+		if owner, ok := doc[OrgKey]; ok && owner != c.org {
+			return &WrongOrgError{Document: c.cas.String(), Org: c.org, Owner: owner}
+		}
+	}
 	return c.update(ctx, "claim", func(doc map[string]string) bool {
-		return doc[FenceEpochKey] != formatEpoch(epoch)
+		changed := doc[FenceEpochKey] != formatEpoch(epoch)
+		if c.org != "" && doc[OrgKey] != c.org {
+			doc[OrgKey], changed = c.org, true
+		}
+		return changed
 	})
 }
 

@@ -542,3 +542,33 @@ func TestCommitterForceEpochRepairs(t *testing.T) {
 		t.Fatal("ForceEpoch(0) kept the key")
 	}
 }
+
+// With an org, a claim stamps it, and a claim by another org's shard is
+// refused (the orgs were reordered): positions never pass between orgs.
+func TestClaimStampsTheOrgAndRefusesAnother(t *testing.T) {
+	m := porttest.NewMemoryCAS("state")
+	if _, err := m.Put(ctx(t), []byte(`{"eventlogfile:API":"{}"}`), ports.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	clk := porttest.NewFakeClock(t0)
+	alpha, _ := domain.NewCheckpointCommitter(m, clk, domain.CommitterConfig{Org: "alpha"})
+	if err := alpha.Claim(ctx(t), 1); err != nil {
+		t.Fatalf("alpha adopts the single-org document: %v", err)
+	}
+	if doc := docOf(t, m); doc[domain.OrgKey] != "alpha" || doc["eventlogfile:API"] != "{}" {
+		t.Fatalf("document %v", doc)
+	}
+	beta, _ := domain.NewCheckpointCommitter(m, clk, domain.CommitterConfig{Org: "beta"})
+	err := beta.Claim(ctx(t), 2)
+	var wrong *domain.WrongOrgError
+	if !errors.As(err, &wrong) || !errors.Is(err, domain.ErrWrongOrg) || wrong.Owner != "alpha" || !strings.Contains(err.Error(), "list alpha first again") {
+		t.Fatalf("beta's claim: %v", err)
+	}
+	if doc := docOf(t, m); doc[domain.FenceEpochKey] != "1" {
+		t.Fatalf("the refused claim wrote: %v", doc)
+	}
+	single, _ := domain.NewCheckpointCommitter(m, clk, domain.CommitterConfig{})
+	if err := single.Claim(ctx(t), 3); err != nil || docOf(t, m)[domain.OrgKey] != "alpha" {
+		t.Fatalf("the single-org form claims whatever org is stamped, and keeps the stamp: %v %v", err, docOf(t, m))
+	}
+}

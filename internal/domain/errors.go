@@ -24,6 +24,8 @@ var (
 	// ErrCorrupt means a stored document could not be understood. It is never
 	// overwritten: an operator must repair or remove it.
 	ErrCorrupt = errors.New("corrupt document")
+	// ErrWrongOrg means a checkpoint document holds another org's positions.
+	ErrWrongOrg = errors.New("the checkpoint document belongs to another org")
 
 	// ErrInvalidConfig means a constructor was given a configuration that
 	// cannot work.
@@ -115,3 +117,19 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 func configErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
+
+// WrongOrgError is a claim of a document stamped with another org (OrgKey).
+// It unwraps to ErrWrongOrg.
+type WrongOrgError struct {
+	Document   string
+	Org, Owner string
+}
+
+func (e *WrongOrgError) Error() string {
+	return fmt.Sprintf("org %s: the checkpoint document %s holds the positions of org %s; the orgs were probably reordered "+
+		"(the first org listed keeps the configured lease and checkpoint objects): list %s first again, "+
+		"or point org %s at its own document", e.Org, e.Document, e.Owner, e.Owner, e.Org)
+}
+
+// Unwrap returns ErrWrongOrg.
+func (e *WrongOrgError) Unwrap() error { return ErrWrongOrg }
