@@ -144,7 +144,19 @@ func runFailovers(t testing.TB, b backend, logs *testenv.LogsServer, n int) fail
 // any missing sequence number; it returns the entries and duplicates stored.
 func requireNoGaps(t testing.TB, logs *testenv.LogsServer, job string) (total, dups int) {
 	t.Helper()
-	rows := logs.Query(t, fmt.Sprintf(`{source="synthetic",job=%q} | fields event_type, sequence, user_id`, job))
+	return requireNoGapsIn(t, logs, job, "")
+}
+
+// requireNoGapsIn is requireNoGaps for one org's stream ("" for every
+// stream of the job).
+func requireNoGapsIn(t testing.TB, logs *testenv.LogsServer, job, org string) (total, dups int) {
+	t.Helper()
+	filter := fmt.Sprintf(`source="synthetic",job=%q`, job)
+	if org != "" {
+		filter += fmt.Sprintf(`,org=%q`, org)
+		job += " " + org
+	}
+	rows := logs.Query(t, fmt.Sprintf(`{%s} | fields event_type, sequence, user_id`, filter))
 	seen := map[string]map[int]int{}
 	for _, r := range rows {
 		n, err := strconv.Atoi(r["sequence"])

@@ -1,0 +1,225 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/testenv"
+)
+
+// shardStatus is the part of /statusz's shards the tests read.
+type shardStatus struct {
+	Org           string     `json:"org"`
+	Role          string     `json:"role"`
+	Epoch         uint64     `json:"epoch"`
+	FenceDeadline *time.Time `json:"fence_deadline"`
+}
+
+func shardsOf(c *http.Client, d *daemon) ([]shardStatus, error) {
+	resp, err := c.Get("http://" + d.addr + "/statusz")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Shards []shardStatus `json:"shards"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	return st.Shards, err
+}
+
+// shardWatch samples every replica's shards and checks that no shard ever
+// has two replicas leading it with valid fences at once.
+type shardWatch struct {
+	mu         sync.Mutex
+	samples    int
+	violations []string
+	stop       chan struct{}
+	done       chan struct{}
+}
+
+func watchShards(c *cluster) *shardWatch {
+	w := &shardWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	client := &http.Client{Timeout: time.Second}
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			at := time.Now()
+			leaders := map[string][]string{}
+			for _, d := range c.live() {
+				shards, err := shardsOf(client, d)
+				if err != nil {
+					continue
+				}
+				for _, s := range shards {
+					if s.Role == "leader" && s.FenceDeadline != nil && s.FenceDeadline.After(at) {
+						leaders[s.Org] = append(leaders[s.Org], fmt.Sprintf("%s (epoch %d)", d.name, s.Epoch))
+					}
+				}
+			}
+			w.mu.Lock()
+			w.samples++
+			for org, ls := range leaders {
+				if len(ls) > 1 {
+					w.violations = append(w.violations, fmt.Sprintf("%s: %s led by %v at once", at.Format(time.RFC3339Nano), org, ls))
+				}
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *shardWatch) finish() (int, []string) {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.samples, w.violations
+}
+
+// leads returns, per live replica, the orgs it leads.
+func leads(c *cluster) map[string][]string {
+	client := &http.Client{Timeout: time.Second}
+	out := map[string][]string{}
+	for _, d := range c.live() {
+		shards, err := shardsOf(client, d)
+		if err != nil {
+			continue
+		}
+		out[d.name] = []string{}
+		for _, s := range shards {
+			if s.Role == "leader" {
+				out[d.name] = append(out[d.name], s.Org)
+			}
+		}
+	}
+	return out
+}
+
+// balanced reports whether the live replicas lead want shards each (sorted
+// counts), every org once.
+func balanced(l map[string][]string, want ...int) bool {
+	var counts []int
+	seen := map[string]bool{}
+	for _, orgs := range l {
+		counts = append(counts, len(orgs))
+		for _, o := range orgs {
+			if seen[o] {
+				return false
+			}
+			seen[o] = true
+		}
+	}
+	slices.Sort(counts)
+	return slices.Equal(counts, want)
+}
+
+// untilBalanced waits for want and returns how long it took.
+func untilBalanced(t *testing.T, c *cluster, limit time.Duration, want ...int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		l := leads(c)
+		if balanced(l, want...) {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("leads %v after %s, want counts %v", l, limit, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestShardsSpreadOverReplicas runs three replicas over six orgs (synthetic
+// sources, one per org) into VictoriaLogs, on a file lease, on S3 and on a
+// Kubernetes Lease (kube-apiserver; checkpoints on S3): they
+// settle at 2/2/2; a SIGKILLed replica's shards move within ttl + renew
+// (3/3); restarted, it gets two back (2/2/2); a SIGTERMed one hands its
+// shards off within about a renew interval per shard. No shard ever has two
+// leaders passing its fence, and every org's stream is stored without a
+// gap.
+func TestShardsSpreadOverReplicas(t *testing.T) {
+	logs := testenv.StartLogs(t)
+	var s3srv *testenv.S3Server
+	s3 := func() *testenv.S3Server { // one server for the cells, stopped with the test
+		if s3srv == nil {
+			s3srv = testenv.StartS3(t)
+		}
+		return s3srv
+	}
+	cells := []cellSpec{
+		{"file", func(t testing.TB) backend { return fileBackend(t, ttl, renew) }},
+		{"s3", func(t testing.TB) backend { return s3Backend(t, s3(), ttl, renew) }},
+		{"k8s", func(t testing.TB) backend {
+			kube := testenv.StartKube(t)
+			t.Cleanup(kube.Stop)
+			return k8sBackend(t, kube, s3(), ttl, renew)
+		}},
+	}
+	orgs := []string{"org-a", "org-b", "org-c", "org-d", "org-e", "org-f"}
+	for _, cell := range cells {
+		t.Run(cell.name, func(t *testing.T) {
+			b := cell.make(t)
+			job := "shards-" + cell.name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			var orgYAML strings.Builder
+			for _, o := range orgs {
+				fmt.Fprintf(&orgYAML, "  - name: %s\n    sources: {synthetic: {rate: 50}}\n", o)
+			}
+			c := newCluster(t, b, func(string) string {
+				return fmt.Sprintf("sink:\n  loki: {url: %s, labels: {job: %s}, batch: {max_wait: 200ms}}\norgs:\n%s", logs.PushURL, job, orgYAML.String())
+			})
+			w := watchShards(c)
+			c.start("r1")
+			c.start("r2")
+			r3 := c.start("r3")
+			t.Logf("%s: three replicas started: 2/2/2 after %s: %v", cell.name, untilBalanced(t, c, 10*ttl, 2, 2, 2).Round(time.Millisecond), leads(c))
+			time.Sleep(2 * renew)
+			var r2 *daemon
+			for _, d := range c.live() {
+				if d.name == "r2" {
+					r2 = d
+				}
+			}
+			r2.signal(t, syscall.SIGKILL)
+			<-r2.done
+			took := untilBalanced(t, c, ttl+renew+2*time.Second, 3, 3)
+			t.Logf("%s: r2 SIGKILLed: its shards moved after %s (ttl %s + renew %s): %v", cell.name, took.Round(time.Millisecond), ttl, renew, leads(c))
+			c.start("r2")
+			t.Logf("%s: r2 restarted: 2/2/2 after %s: %v", cell.name, untilBalanced(t, c, 6*ttl, 2, 2, 2).Round(time.Millisecond), leads(c))
+			time.Sleep(2 * renew)
+			r3.signal(t, syscall.SIGTERM)
+			took = untilBalanced(t, c, 4*renew+ttl, 3, 3)
+			t.Logf("%s: r3 SIGTERMed: its shards handed off after %s: %v", cell.name, took.Round(time.Millisecond), leads(c))
+			r3.waitExit(t, 30*time.Second)
+			time.Sleep(2 * renew)
+			samples, violations := w.finish()
+			for _, d := range c.live() {
+				d.signal(t, syscall.SIGTERM)
+				d.waitExit(t, 30*time.Second)
+			}
+			c.unexpectedExits(t)
+			if len(violations) > 0 {
+				t.Fatalf("%d samples, %d with a shard led twice: %v", samples, len(violations), violations[:min(5, len(violations))])
+			}
+			for _, o := range orgs {
+				total, dups := requireNoGapsIn(t, logs, job, o)
+				t.Logf("%s: %s: %d entries, %d duplicates, 0 gaps", cell.name, o, total, dups)
+			}
+			t.Logf("%s: %d samples, no shard led twice", cell.name, samples)
+		})
+	}
+}
