@@ -52,7 +52,7 @@ func (e *StalledError) Error() string {
 		return fmt.Sprintf("pipeline stalled: %d checkpoint keys accepted by the sink and no successful commit for %s; "+
 			"check the state store (sf2loki doctor reads and writes it)", e.Pending, e.For.Round(time.Second))
 	}
-	return fmt.Sprintf("pipeline stalled: %d entries waiting in the %s lane and no successful push or commit there for %s; "+
+	return fmt.Sprintf("pipeline stalled: %d entries waiting in the %s lane and nothing delivered there for %s; "+
 		"check sink.loki (sf2loki doctor pushes a test entry) and the state store", e.Pending, e.Lane, e.For.Round(time.Second))
 }
 

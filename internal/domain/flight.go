@@ -31,13 +31,13 @@ func newFlight(batch []ports.Entry, cost int64) *flight {
 		if e.CheckpointOnly {
 			continue
 		}
-		f.lines = append(f.lines, e)
-		if f.oldest.IsZero() || e.Time.Before(f.oldest) {
+		if len(f.lines) == 0 || e.Time.Before(f.oldest) {
 			f.oldest = e.Time
 		}
-		if e.Time.After(f.newest) {
+		if len(f.lines) == 0 || e.Time.After(f.newest) {
 			f.newest = e.Time
 		}
+		f.lines = append(f.lines, e)
 	}
 	return f
 }
@@ -57,11 +57,11 @@ func (p *Pipeline) consume(drain context.Context, l *lane, q *commitQueue, poiso
 			f := newFlight(batch, cost)
 			switch {
 			case !p.admit(drain, l, f):
-				l.land(f, errAbandoned, q, poisoned)
+				p.land(l, f, errAbandoned, q, poisoned)
 			case len(f.lines) == 0:
-				l.land(f, nil, q, poisoned)
+				p.land(l, f, nil, q, poisoned)
 			default:
-				pushes.Go(func() { l.land(f, p.pushFlight(drain, l, f, fail), q, poisoned) })
+				pushes.Go(func() { p.land(l, f, p.pushFlight(drain, l, f, fail), q, poisoned) })
 			}
 		}
 		if !open {
@@ -144,9 +144,10 @@ func (p *Pipeline) pushFlight(drain context.Context, l *lane, f *flight, fail fu
 // land records f's outcome and releases, in the lane's order, every flight
 // that landed with no earlier one still in the air: an accepted one offers
 // its checkpoints (the last value per key, except poisoned keys) to the
-// committer, any other poisons its keys so that no later batch's value for
-// them is committed in this run.
-func (l *lane) land(f *flight, err error, q *commitQueue, poisoned *poison) {
+// committer (the lane's progress, for a batch of checkpoints only too), any
+// other poisons its keys so that no later batch's value for them is
+// committed in this run.
+func (p *Pipeline) land(l *lane, f *flight, err error, q *commitQueue, poisoned *poison) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	f.landed, f.err = true, err
@@ -155,6 +156,7 @@ func (l *lane) land(f *flight, err error, q *commitQueue, poisoned *poison) {
 		l.flights[0] = nil
 		l.flights = l.flights[1:]
 		if g.err == nil {
+			l.live.progress(p.clock.Now())
 			kv := map[string]string{}
 			for _, e := range g.batch {
 				if e.Checkpoint.Key != "" && !poisoned.has(e.Checkpoint.Key) {

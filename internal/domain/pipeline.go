@@ -43,7 +43,8 @@ type PipelineConfig struct {
 	// StallTimeout is the liveness guard: when entries have waited
 	// undelivered while no push and no commit succeeded for this long, Run
 	// abandons the batches in flight (uncommitted) and returns a
-	// *StalledError, so that the leader can hand over. 0 disables it.
+	// *StalledError, so that the leader can hand over. 0 disables it; else
+	// it must exceed CommitInterval.
 	StallTimeout time.Duration
 	// MaxInFlight is how many batches a lane pushes at once (0: 1). Their
 	// checkpoints are released in the lane's order whatever order the sink
@@ -104,6 +105,9 @@ func NewPipeline(sink ports.Sink, clock ports.Clock, cfg PipelineConfig) (*Pipel
 	}
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = 1
+	}
+	if cfg.StallTimeout > 0 && cfg.StallTimeout <= cfg.CommitInterval {
+		return nil, configErrorf("pipeline stall timeout %s must exceed the commit interval %s (positions wait that long to be committed)", cfg.StallTimeout, cfg.CommitInterval)
 	}
 	if cfg.RetryMin <= 0 {
 		cfg.RetryMin = time.Second

@@ -223,3 +223,61 @@ func TestShardsSpreadOverReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestGrowingFromOneOrgToTwo upgrades a single-org deployment (file lease)
+// to two orgs: the first org listed keeps the lease and the checkpoint
+// document, so it resumes from the stored positions (its first entry after
+// the upgrade follows the last one before, nothing re-ingested), the new
+// org starts from its own document; and with the orgs' order swapped the
+// daemon refuses to read the first org's positions as the second's.
+func TestGrowingFromOneOrgToTwo(t *testing.T) {
+	logs := testenv.StartLogs(t)
+	b := fileBackend(t, ttl, renew)
+	job := "grow-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	single := newCluster(t, b, func(string) string {
+		return fmt.Sprintf("sink:\n  loki: {url: %s, labels: {job: %s}, batch: {max_wait: 200ms}}\nsources: {synthetic: {rate: 50}}\n", logs.PushURL, job)
+	})
+	d := single.start("r1")
+	d.waitReady(t, http.StatusOK, "leader", 10*ttl)
+	time.Sleep(2 * time.Second)
+	d.signal(t, syscall.SIGTERM)
+	d.waitExit(t, 30*time.Second)
+	key, before := syntheticPosition(t, b)
+	if before == 0 {
+		t.Fatal("the single-org daemon committed nothing")
+	}
+	orgs := func(first, second string) func(string) string {
+		return func(string) string {
+			return fmt.Sprintf("sink:\n  loki: {url: %s, labels: {job: %s}, batch: {max_wait: 200ms}}\norgs:\n"+
+				"  - name: %s\n    sources: {synthetic: {rate: 50}}\n  - name: %s\n    sources: {synthetic: {rate: 50}}\n", logs.PushURL, job, first, second)
+		}
+	}
+	two := newCluster(t, b, orgs("prod", "sandbox"))
+	d = two.start("r1")
+	untilBalanced(t, two, 10*ttl, 2)
+	time.Sleep(5 * time.Second)
+	d.signal(t, syscall.SIGTERM)
+	d.waitExit(t, 30*time.Second)
+	_, after := syntheticPosition(t, b)
+	rows := logs.Query(t, fmt.Sprintf(`{source="synthetic",job=%q,org="prod"} | fields event_type, sequence`, job))
+	first := 0
+	for _, r := range rows {
+		if n, _ := strconv.Atoi(r["sequence"]); r["event_type"] == strings.TrimPrefix(key, "synthetic:") && (first == 0 || n < first) {
+			first = n
+		}
+	}
+	t.Logf("single org: %s at %d; after the upgrade prod's first %s entry is %d, and it reached %d", key, before, key, first, after)
+	if first != before+1 || after <= before {
+		t.Fatalf("prod resumed at %d (document at %d before the upgrade, %d after): want %d, nothing re-ingested", first, before, after, before+1)
+	}
+	if n, _ := requireNoGapsIn(t, logs, job, "sandbox"); n == 0 {
+		t.Fatal("sandbox stored nothing")
+	}
+	// The orgs swapped: sandbox would take prod's document.
+	swapped := newCluster(t, b, orgs("sandbox", "prod"))
+	d = swapped.start("r1")
+	<-d.done
+	if out := d.out.String(); !strings.Contains(out, "holds the positions of org prod") || !strings.Contains(out, "list prod first again") {
+		t.Fatalf("with the orgs swapped: exit %v\n%s", d.err, tail(out, 20))
+	}
+}
