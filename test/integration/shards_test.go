@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/testenv"
+	"github.com/sf2loki/sf2loki/internal/testenv/faultproxy"
 )
 
 // shardStatus is the part of /statusz's shards the tests read.
@@ -279,5 +280,66 @@ func TestGrowingFromOneOrgToTwo(t *testing.T) {
 	<-d.done
 	if out := d.out.String(); !strings.Contains(out, "holds the positions of org prod") || !strings.Contains(out, "list prod first again") {
 		t.Fatalf("with the orgs swapped: exit %v\n%s", d.err, tail(out, 20))
+	}
+}
+
+// TestShardRequestCost checks the documented request cost of shards on S3
+// against counted requests: three replicas over six orgs at 2/2/2, each
+// behind its own counting proxy; over ten renew intervals, per replica and
+// interval, one conditional PUT per shard it leads, one GET per shard it
+// does not lead, and one GET and one PUT of the members document (a lost
+// compare-and-swap on it costs one more of each).
+func TestShardRequestCost(t *testing.T) {
+	srv := testenv.StartS3(t)
+	b := s3Backend(t, srv, ttl, renew)
+	logs := testenv.StartLogs(t)
+	orgs := []string{"org-a", "org-b", "org-c", "org-d", "org-e", "org-f"}
+	var orgYAML strings.Builder
+	for _, o := range orgs {
+		fmt.Fprintf(&orgYAML, "  - name: %s\n    sources: {synthetic: {rate: 5}}\n", o)
+	}
+	c := newCluster(t, b, func(string) string {
+		return fmt.Sprintf("sink:\n  loki: {url: %s, labels: {job: cost}}\norgs:\n%s", logs.PushURL, orgYAML.String())
+	})
+	proxies := map[string]*faultproxy.Proxy{}
+	for _, n := range []string{"r1", "r2", "r3"} {
+		proxies[n] = faultproxy.New(t, b.url)
+	}
+	c.storeURL = func(name string) string { return proxies[name].URL }
+	for _, n := range []string{"r1", "r2", "r3"} {
+		c.start(n)
+	}
+	untilBalanced(t, c, 10*ttl, 2, 2, 2)
+	time.Sleep(2 * renew)
+	for _, p := range proxies {
+		p.Reset()
+	}
+	const intervals = 10
+	time.Sleep(intervals * renew)
+	lease := func(r faultproxy.Request) bool { return strings.HasSuffix(r.Path, "leader.lease") }
+	members := func(r faultproxy.Request) bool { return strings.HasSuffix(r.Path, "shards/members.json") }
+	for n, p := range proxies {
+		reqs := p.Requests()
+		count := func(match func(faultproxy.Request) bool, method string) int {
+			k := 0
+			for _, r := range reqs {
+				if match(r) && r.Method == method {
+					k++
+				}
+			}
+			return k
+		}
+		lp, lg := count(lease, http.MethodPut), count(lease, http.MethodGet)
+		mp, mg := count(members, http.MethodPut), count(members, http.MethodGet)
+		t.Logf("%s over %d renew intervals: lease PUTs %d (formula %d), lease GETs %d (formula %d), members GETs %d and PUTs %d (formula %d each)",
+			n, intervals, lp, 2*intervals, lg, 4*intervals, mg, mp, intervals)
+		within := func(got, want int) bool { return got >= want-2 && got <= want+2+want/10 }
+		if !within(lp, 2*intervals) || !within(lg, 4*intervals) || !within(mp, intervals) || !within(mg, intervals) {
+			t.Errorf("%s: counted requests off the formula (±2, +10%% for lost races)", n)
+		}
+	}
+	for _, d := range c.live() {
+		d.signal(t, syscall.SIGTERM)
+		d.waitExit(t, 30*time.Second)
 	}
 }
