@@ -228,34 +228,10 @@ func TestPipelineFlightAdversarialProperty(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, stop := context.WithCancel(t.Context())
-			drain, endDrain := context.WithCancel(t.Context())
 			end := intn(3)
-			finished := make(chan struct{})
-			var runErr error
-			call(t, clk, func() {
-				go func() {
-					select {
-					case <-clk.After(time.Duration(1+intn(20)) * time.Second):
-					case <-finished:
-						return
-					}
-					if end == 2 {
-						endDrain()
-					}
-					stop()
-					if end == 1 {
-						select {
-						case <-clk.After(time.Duration(intn(3000)) * time.Millisecond):
-							endDrain()
-						case <-finished:
-						}
-					}
-				}()
-				runErr = p.Run(ctx, drain, commits, noResume, []ports.Source{src})
-				close(finished)
+			runErr := runWithEnd(t, clk, intn, end, func(ctx, drain context.Context) error {
+				return p.Run(ctx, drain, commits, noResume, []ports.Source{src})
 			})
-			endDrain()
 			desc := fmt.Sprintf("seed %d: lane %+v, %d in flight, window %s, interval %s, stall %s, mode %d, end %d: %v",
 				seed, lane, inFlight, window, interval, stall, mode, end, runErr)
 			if mode == 3 && end == 0 && runErr == nil {

@@ -301,6 +301,41 @@ func TestPipelineReorderWindow(t *testing.T) {
 	}
 }
 
+// runWithEnd runs run(ctx, drain) in the bubble and ends it after a
+// random while as end says: 0 stops the sources and lets the drain finish,
+// 1 ends the drain a random while after the sources, 2 crashes (both at
+// once). It returns run's error.
+func runWithEnd(t *testing.T, clk *porttest.FakeClock, intn func(int) int, end int, run func(ctx, drain context.Context) error) error {
+	ctx, stop := context.WithCancel(t.Context())
+	drain, endDrain := context.WithCancel(t.Context())
+	defer endDrain()
+	var err error
+	finished := make(chan struct{})
+	call(t, clk, func() {
+		go func() {
+			select {
+			case <-clk.After(time.Duration(1+intn(20)) * time.Second):
+			case <-finished:
+				return
+			}
+			if end == 2 {
+				endDrain()
+			}
+			stop()
+			if end == 1 {
+				select {
+				case <-clk.After(time.Duration(intn(3000)) * time.Millisecond):
+					endDrain()
+				case <-finished:
+				}
+			}
+		}()
+		err = run(ctx, drain)
+		close(finished)
+	})
+	return err
+}
+
 // A property test over random lanes, latencies, refusals, in-flight bounds,
 // reorder windows, commit intervals and ends (a full drain, a short one, a
 // crash): the ledger checks every commit (no key committed past a line the
@@ -333,30 +368,10 @@ func TestPipelineFlightProperty(t *testing.T) {
 			n := 20 + intn(200)
 			src := &countSource{keys: keys, n: n, at: func(i int) time.Time { return t0.Add(time.Duration(i*intn(3000)) * time.Millisecond) }}
 			p := flightPipeline(t, sink, clk, lane, inFlight, window, interval)
-			ctx, stop := context.WithCancel(t.Context())
-			drain, endDrain := context.WithCancel(t.Context())
 			end := intn(3) // 0: a full drain, 1: a short drain, 2: a crash
-			var err error
-			finished := make(chan struct{})
-			call(t, clk, func() {
-				go func() {
-					<-clk.After(time.Duration(1+intn(20)) * time.Second)
-					if end == 2 {
-						endDrain()
-					}
-					stop()
-					if end == 1 {
-						select {
-						case <-clk.After(time.Duration(intn(3000)) * time.Millisecond):
-							endDrain()
-						case <-finished:
-						}
-					}
-				}()
-				err = p.Run(ctx, drain, sink, noResume, []ports.Source{src})
-				close(finished)
+			err := runWithEnd(t, clk, intn, end, func(ctx, drain context.Context) error {
+				return p.Run(ctx, drain, sink, noResume, []ports.Source{src})
 			})
-			endDrain()
 			desc := fmt.Sprintf("seed %d: lane %+v, %d in flight, window %s, interval %s, refusing %v, end %d", seed, lane, inFlight, window, interval, refusing, end)
 			if err != nil {
 				t.Fatalf("%s: %v", desc, err)

@@ -109,26 +109,22 @@ func (m *Membership) String() string { return m.cas.String() }
 // others' beats, drops the entries unchanged for longer than their ttl, and
 // writes its own with a compare-and-swap (a lost race is retried against a
 // fresh read, up to three times).
-func (m *Membership) Beat(ctx context.Context) error {
-	for range 3 {
-		err := m.write(ctx, true)
-		if !errors.Is(err, errLostCAS) {
-			return err
-		}
-	}
-	return fmt.Errorf("members %s: three heartbeats in a row lost their compare-and-swap to other replicas' writes", m.cas)
-}
+func (m *Membership) Beat(ctx context.Context) error { return m.retry(ctx, true) }
 
 // Leave removes this replica's entry (graceful stop), so that the others
 // count it gone at once rather than after its ttl.
-func (m *Membership) Leave(ctx context.Context) error {
+func (m *Membership) Leave(ctx context.Context) error { return m.retry(ctx, false) }
+
+// retry writes (join: the heartbeat; else the removal), again against a
+// fresh read after a lost compare-and-swap, three times at most.
+func (m *Membership) retry(ctx context.Context, join bool) error {
 	for range 3 {
-		err := m.write(ctx, false)
+		err := m.write(ctx, join)
 		if !errors.Is(err, errLostCAS) {
 			return err
 		}
 	}
-	return fmt.Errorf("members %s: could not remove this replica's entry", m.cas)
+	return fmt.Errorf("members %s: three writes in a row lost their compare-and-swap to other replicas' writes; the next renew interval tries again", m.cas)
 }
 
 func (m *Membership) write(ctx context.Context, join bool) error {
