@@ -36,8 +36,8 @@ test: test-tools ## All tests with the race detector (what CI runs)
 SEEDS ?= 100000
 
 .PHONY: sim
-sim: ## The deterministic HA simulation over SEEDS seeds (default 100000)
-	SF2LOKI_SIM_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 2h -run 'TestSimulation$$' -v ./internal/domain/
+sim: ## The deterministic HA simulation over SEEDS seeds (default 100000), and the shard simulation over a tenth of them
+	SF2LOKI_SIM_SEEDS=$(SEEDS) $(GO) test -count=1 -timeout 2h -run 'TestSimulation(Shards)?$$' -v ./internal/domain/
 
 .PHONY: cover
 cover: ## Coverage of the core packages

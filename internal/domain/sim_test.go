@@ -3,7 +3,9 @@ package domain_test
 // Deterministic simulation of three sf2loki nodes sharing a lease object and a
 // checkpoint object. Each node runs the real LeaseKeeper.Run driver and a toy
 // source that commits increasing positions through the real
-// CheckpointCommitter. Every node has its own clock (skewed wall time, rate
+// CheckpointCommitter. With shards, every node runs a keeper, a committer
+// and a toy source per shard (each shard its own lease and document), and a
+// real Membership and Balancer gating the keepers' claims. Every node has its own clock (skewed wall time, rate
 // drifting up to ±5%); every request crosses a simulated network whose
 // latency and faults (lost acknowledgements, transient errors, throttling,
 // spurious lost CAS races, delayed writes) and whose process pauses are drawn
@@ -49,11 +51,29 @@ type simConfig struct {
 	// checker catches an overlap when the drift assumption is broken).
 	fastNode    int
 	fastRatePPT int64
+	// shards, when above 0, runs that many shards (a lease and a document
+	// each) balanced over the nodes through a members document (Balancer);
+	// 0 is the classic single lease.
+	shards int
 }
 
 func defaultSimConfig(seed uint64) simConfig {
 	return simConfig{seed: seed, nodes: 3, chaos: 150 * time.Second, calm: ttl + 2*renew + 10*time.Second,
 		maxDriftPPT: 50, fastNode: -1}
+}
+
+// balanceBound is how long after the faults stop the shards must be led
+// and balanced: the membership and the stale leases of nodes that were
+// paused take a ttl to settle, then a hand-off or a claim per renew
+// interval, a few of them.
+func balanceBound() time.Duration { return 2*ttl + 6*renew }
+
+// shardSimConfig is one simulation of shards: three nodes over five shards
+// (uneven: 2/2/1), the same faults and pauses.
+func shardSimConfig(seed uint64) simConfig {
+	c := defaultSimConfig(seed)
+	c.shards, c.calm = 5, balanceBound()+10*time.Second
+	return c
 }
 
 var simKeys = []string{"pubsub:/event/LoginEventStream", "eventlog_objects:LoginHistory", "eventlogfile:API"}
@@ -95,15 +115,18 @@ type simNode struct {
 	ratePPT   int64     // local ns per 1000 global ns
 	base      time.Time // local reading at global t0
 	clock     *simClock
-	keeper    *domain.LeaseKeeper
+	keeper    *domain.LeaseKeeper // shard 0's
 	committer *domain.CheckpointCommitter
-	rng       *lockedRand
-	pauses    []simPause
-	paused    bool
-	pausedTo  time.Time
-	cancel    context.CancelFunc
-	done      chan struct{}
-	work      sync.WaitGroup
+	// keepers and committers are every shard's (shard 0 first).
+	keepers    []*domain.LeaseKeeper
+	committers []*domain.CheckpointCommitter
+	rng        *lockedRand
+	pauses     []simPause
+	paused     bool
+	pausedTo   time.Time
+	cancel     context.CancelFunc
+	done       chan struct{}
+	work       sync.WaitGroup
 }
 
 type simPause struct{ at, until time.Time }
@@ -137,14 +160,18 @@ type world struct {
 	timers []*simTimer
 	reqs   []*simReq // registered, not yet delivered to the store
 	resps  []*simReq // delivered, answer not yet returned
-	lease  *porttest.MemoryCAS
-	state  *porttest.MemoryCAS
+	// objects are the stores: "lease" and "state" (shard 0), "lease-<i>"
+	// and "state-<i>", and "members" with shards.
+	objects map[string]*porttest.MemoryCAS
 
 	trace       []string
 	violations  []string
 	calmAt      time.Time
-	leaderSince time.Time // first instant after calmAt with a leader
-	stats       simStats
+	leaderSince time.Time // first instant after calmAt with a leader (every shard led)
+	// balancedSince is the first instant after calmAt when every shard is
+	// led and the nodes' counts differ by at most one (shards only).
+	balancedSince time.Time
+	stats         simStats
 	// outage counts, per node and object, the requests still to fail after
 	// a write landed with its acknowledgement lost: the rest of that call
 	// fails, so its outcome stays unknown into the next call.
@@ -302,8 +329,16 @@ func (w *world) violate(format string, args ...any) {
 }
 
 func newWorld(cfg simConfig) *world {
-	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, 0x5f2)), now: t0, chaos: true,
-		lease: porttest.NewMemoryCAS("lease"), state: porttest.NewMemoryCAS("state"), outage: map[string]int{}}
+	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, 0x5f2)), now: t0, chaos: true, objects: map[string]*porttest.MemoryCAS{},
+		outage: map[string]int{}}
+	for i := range max(cfg.shards, 1) {
+		for _, o := range []string{leaseObj(i), stateObj(i)} {
+			w.objects[o] = porttest.NewMemoryCAS(o)
+		}
+	}
+	if cfg.shards > 0 {
+		w.objects["members"] = porttest.NewMemoryCAS("members")
+	}
 	w.calmAt = t0.Add(cfg.chaos)
 	for i := range cfg.nodes {
 		drift := w.rng.Int64N(2*cfg.maxDriftPPT+1) - cfg.maxDriftPPT
@@ -328,6 +363,21 @@ func newWorld(cfg simConfig) *world {
 	return w
 }
 
+// leaseObj and stateObj name shard i's objects.
+func leaseObj(i int) string {
+	if i == 0 {
+		return "lease"
+	}
+	return fmt.Sprintf("lease-%d", i)
+}
+
+func stateObj(i int) string {
+	if i == 0 {
+		return "state"
+	}
+	return fmt.Sprintf("state-%d", i)
+}
+
 func (w *world) exp(mean time.Duration) time.Duration {
 	return time.Duration(w.rng.ExpFloat64() * float64(mean))
 }
@@ -336,63 +386,100 @@ func (w *world) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)+1))
 }
 
-// start builds node n's keeper, committer and toy source and runs it.
+// start builds node n's keepers, committers and toy sources (and, with
+// shards, its membership and balancer) and runs them.
 func (w *world) start(t *testing.T, n *simNode) {
-	obs := domain.ObserverFunc(func(e domain.Event) {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		switch e.Kind {
-		case domain.EventAcquired:
-			w.stats.acquisitions++
-		case domain.EventRecoveredLostAck:
-			w.stats.recovered++
-			if strings.Contains(e.Reason, "outcome was unknown") {
-				w.stats.acrossCalls++
+	observer := func(shard string) domain.Observer {
+		return domain.ObserverFunc(func(e domain.Event) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			switch e.Kind {
+			case domain.EventAcquired:
+				w.stats.acquisitions++
+			case domain.EventRecoveredLostAck:
+				w.stats.recovered++
+				if strings.Contains(e.Reason, "outcome was unknown") {
+					w.stats.acrossCalls++
+				}
+			case domain.EventConflict:
+				w.stats.conflicts++
+			case domain.EventCommitFenced:
+				w.stats.fenced++
+			case domain.EventCommitted:
+				w.stats.commits++
 			}
-		case domain.EventConflict:
-			w.stats.conflicts++
-		case domain.EventCommitFenced:
-			w.stats.fenced++
-		case domain.EventCommitted:
-			w.stats.commits++
-		}
-		if e.Kind != domain.EventRenewed && e.Kind != domain.EventCommitted {
-			w.logLocked("%s %s epoch=%d %s", n.name, e.Kind, e.Epoch, e.Reason)
-		}
-	})
-	var err error
-	n.committer, err = domain.NewCheckpointCommitter(&simCAS{w: w, node: n, obj: "state"}, n.clock, domain.CommitterConfig{
-		Fence: func() error { return n.keeper.CheckFence() }, RequestTimeout: 5 * time.Second,
-		Retry: domain.RetryPolicy{Jitter: n.rng.Float64}, Observer: obs,
-	})
-	if err != nil {
-		t.Fatal(err)
+			if e.Kind != domain.EventRenewed && e.Kind != domain.EventCommitted {
+				w.logLocked("%s%s %s epoch=%d %s", n.name, shard, e.Kind, e.Epoch, e.Reason)
+			}
+		})
 	}
-	n.keeper, err = domain.NewLeaseKeeper(&simCAS{w: w, node: n, obj: "lease"}, n.clock, domain.LeaseConfig{
-		Holder: n.name, Instance: n.name + "-1", TTL: ttl, RenewInterval: renew,
-		Retry: domain.RetryPolicy{Jitter: n.rng.Float64}, EpochFloor: n.committer.StoredEpoch, Observer: obs,
-	})
-	if err != nil {
-		t.Fatal(err)
+	var balancer *domain.Balancer
+	if w.cfg.shards > 0 {
+		m, err := domain.NewMembership(&simCAS{w: w, node: n, obj: "members"}, n.clock, domain.MemberConfig{Holder: n.name,
+			Instance: n.name + "-1", TTL: ttl, RenewInterval: renew, RequestTimeout: 5 * time.Second, Retry: domain.RetryPolicy{Jitter: n.rng.Float64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		balancer = domain.NewBalancer(m, n.clock, renew, nil)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel, n.done = cancel, make(chan struct{})
-	go func() {
-		defer close(n.done)
-		_ = n.keeper.Run(ctx, domain.Callbacks{
-			OnAcquire: func(lctx context.Context, l domain.Leadership) {
-				n.work.Go(func() { w.source(lctx, n, l.Epoch) })
-			},
-			OnLose: func(domain.Loss) {
-				n.work.Wait()
-				n.committer.Reset()
-			},
+	var runs sync.WaitGroup
+	for i := range max(w.cfg.shards, 1) {
+		shard := ""
+		if w.cfg.shards > 0 {
+			shard = fmt.Sprintf("/s%d", i)
+		}
+		obs := observer(shard)
+		var keeper *domain.LeaseKeeper
+		committer, err := domain.NewCheckpointCommitter(&simCAS{w: w, node: n, obj: stateObj(i)}, n.clock, domain.CommitterConfig{
+			Fence: func() error { return keeper.CheckFence() }, RequestTimeout: 5 * time.Second,
+			Retry: domain.RetryPolicy{Jitter: n.rng.Float64}, Observer: obs,
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc := domain.LeaseConfig{Holder: n.name, Instance: n.name + "-1", TTL: ttl, RenewInterval: renew,
+			Retry: domain.RetryPolicy{Jitter: n.rng.Float64}, EpochFloor: committer.StoredEpoch, Observer: obs}
+		if balancer != nil {
+			lc.MayClaim = balancer.Gate(leaseObj(i))
+		}
+		keeper, err = domain.NewLeaseKeeper(&simCAS{w: w, node: n, obj: leaseObj(i)}, n.clock, lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.keepers, n.committers = append(n.keepers, keeper), append(n.committers, committer)
+		if balancer != nil {
+			balancer.Add(domain.Shard{Name: leaseObj(i), Keeper: keeper})
+		}
+		work := &n.work // the shard's leader work
+		if i > 0 {
+			work = &sync.WaitGroup{}
+		}
+		runs.Go(func() {
+			_ = keeper.Run(ctx, domain.Callbacks{
+				OnAcquire: func(lctx context.Context, l domain.Leadership) {
+					work.Go(func() { w.source(lctx, n, committer, l.Epoch) })
+				},
+				OnLose: func(domain.Loss) {
+					work.Wait()
+					committer.Reset()
+				},
+			})
+		})
+	}
+	n.keeper, n.committer = n.keepers[0], n.committers[0]
+	if balancer != nil {
+		runs.Go(func() { balancer.Run(ctx) })
+	}
+	go func() {
+		runs.Wait()
+		close(n.done)
 	}()
 }
 
 // source is the toy source: claim, then commit increasing positions.
-func (w *world) source(ctx context.Context, n *simNode, epoch uint64) {
+func (w *world) source(ctx context.Context, n *simNode, committer *domain.CheckpointCommitter, epoch uint64) {
 	sleep := func(d time.Duration) bool {
 		select {
 		case <-n.clock.After(d):
@@ -402,7 +489,7 @@ func (w *world) source(ctx context.Context, n *simNode, epoch uint64) {
 		}
 	}
 	for {
-		err := n.committer.Claim(ctx, epoch)
+		err := committer.Claim(ctx, epoch)
 		if err == nil {
 			break
 		}
@@ -410,14 +497,14 @@ func (w *world) source(ctx context.Context, n *simNode, epoch uint64) {
 			<-ctx.Done()
 			return
 		}
-		n.committer.Reset()
+		committer.Reset()
 		if !sleep(time.Second) {
 			return
 		}
 	}
 	pos := map[string]int{}
 	load := func() bool {
-		doc, err := n.committer.Load(ctx)
+		doc, err := committer.Load(ctx)
 		if err != nil {
 			return false
 		}
@@ -433,13 +520,13 @@ func (w *world) source(ctx context.Context, n *simNode, epoch uint64) {
 	for sleep(time.Duration(1000+n.rng.IntN(3000)) * time.Millisecond) {
 		k := simKeys[n.rng.IntN(len(simKeys))]
 		pos[k]++
-		err := n.committer.Commit(ctx, k, fmt.Sprintf("%09d", pos[k]))
+		err := committer.Commit(ctx, k, fmt.Sprintf("%09d", pos[k]))
 		switch {
 		case errors.Is(err, domain.ErrFenced):
 			<-ctx.Done()
 			return
 		case errors.Is(err, domain.ErrConflict):
-			n.committer.Reset()
+			committer.Reset()
 			if !load() {
 				<-ctx.Done()
 				return
@@ -508,10 +595,7 @@ func (w *world) assignFresh() {
 
 // deliver applies a request at the store and schedules its answer.
 func (w *world) deliverLocked(r *simReq) {
-	store := w.lease
-	if r.obj == "state" {
-		store = w.state
-	}
+	store := w.objects[r.obj]
 	before, had := store.Peek()
 	apply := func() simResp {
 		switch r.op {
@@ -583,7 +667,10 @@ func describeAnswer(r *simReq) string {
 // checkWrite checks the invariants on a write the store accepted.
 func (w *world) checkWrite(r *simReq, before []byte, had bool, after []byte) {
 	who := w.nodes[r.node].name
-	if r.obj == "lease" {
+	if r.obj == "members" {
+		return // heartbeats: soft state
+	}
+	if strings.HasPrefix(r.obj, "lease") {
 		old, _ := domain.DecodeLeaseRecord(before)
 		nu, err := domain.DecodeLeaseRecord(after)
 		if err == nil && had && nu.Epoch < old.Epoch {
@@ -602,30 +689,51 @@ func (w *world) checkWrite(r *simReq, before []byte, had bool, after []byte) {
 	oldEpoch, _ := strconv.ParseUint(oldDoc[domain.FenceEpochKey], 10, 64)
 	newEpoch, _ := strconv.ParseUint(newDoc[domain.FenceEpochKey], 10, 64)
 	if newEpoch < oldEpoch {
-		w.violate("commit from epoch %d accepted over document epoch %d (writer %s)", newEpoch, oldEpoch, who)
+		w.violate("%s: commit from epoch %d accepted over document epoch %d (writer %s)", r.obj, newEpoch, oldEpoch, who)
 	}
 	for _, k := range simKeys {
 		if oldDoc[k] != "" && newDoc[k] < oldDoc[k] {
-			w.violate("position of %s moved backwards %s → %s (writer %s, epoch %d)", k, oldDoc[k], newDoc[k], who, newEpoch)
+			w.violate("%s: position of %s moved backwards %s → %s (writer %s, epoch %d)", r.obj, k, oldDoc[k], newDoc[k], who, newEpoch)
 		}
 	}
 }
 
-// checkLeaders checks that at most one node's fence passes now.
+// checkLeaders checks that at most one node's fence passes now, per shard,
+// and notes when every shard is led (and, with shards, balanced).
 func (w *world) checkLeaders() {
-	var leaders []string
-	for _, n := range w.nodes {
-		if n.keeper != nil && n.keeper.CheckFence() == nil {
-			leaders = append(leaders, fmt.Sprintf("%s(epoch %d)", n.name, n.keeper.Epoch()))
+	shards := max(w.cfg.shards, 1)
+	led, counts := 0, map[string]int{}
+	var twice []string
+	for i := range shards {
+		var leaders []string
+		for _, n := range w.nodes {
+			if len(n.keepers) > i && n.keepers[i].CheckFence() == nil {
+				leaders = append(leaders, fmt.Sprintf("%s(epoch %d)", n.name, n.keepers[i].Epoch()))
+				counts[n.name]++
+			}
 		}
+		if len(leaders) > 1 {
+			twice = append(twice, fmt.Sprintf("%s: %d nodes pass CheckFence at once: %s", leaseObj(i), len(leaders), strings.Join(leaders, ", ")))
+		}
+		if len(leaders) > 0 {
+			led++
+		}
+	}
+	lo, hi := shards, 0
+	for _, n := range w.nodes {
+		lo, hi = min(lo, counts[n.name]), max(hi, counts[n.name])
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(leaders) > 1 {
-		w.violate("%d nodes pass CheckFence at once: %s", len(leaders), strings.Join(leaders, ", "))
+	for _, v := range twice {
+		w.violate("%s", v)
 	}
-	if len(leaders) > 0 && !w.now.Before(w.calmAt) && w.leaderSince.IsZero() {
+	calm := !w.now.Before(w.calmAt)
+	if calm && led == shards && w.leaderSince.IsZero() {
 		w.leaderSince = w.now
+	}
+	if calm && w.cfg.shards > 0 && led == shards && hi-lo <= 1 && w.balancedSince.IsZero() {
+		w.balancedSince = w.now
 	}
 }
 
@@ -768,9 +876,12 @@ func (w *world) run(t *testing.T) []string {
 	}
 	w.mu.Lock()
 	w.now = end
-	if w.leaderSince.IsZero() || w.leaderSince.Sub(w.calmAt) > ttl+2*renew {
+	if w.cfg.shards == 0 && (w.leaderSince.IsZero() || w.leaderSince.Sub(w.calmAt) > ttl+2*renew) {
 		w.violate("no leader within ttl+2*renew (%s) after faults stopped (first leader at +%s)",
 			ttl+2*renew, w.leaderSince.Sub(w.calmAt))
+	}
+	if bound := balanceBound(); w.cfg.shards > 0 && (w.balancedSince.IsZero() || w.balancedSince.Sub(w.calmAt) > bound) {
+		w.violate("shards not balanced within %s after faults stopped (balanced at +%s)", bound, w.balancedSince.Sub(w.calmAt))
 	}
 	w.mu.Unlock()
 	w.shutdown()
@@ -943,4 +1054,56 @@ func TestSimulationCatchesBrokenDriftAssumption(t *testing.T) {
 		}
 	}
 	t.Fatal("50 seeds with a clock running at 2x never produced two simultaneous leaders: the checker is blind")
+}
+
+// TestSimulationShards runs the simulation with five shards balanced over
+// three nodes (a membership document and a Balancer per node): per shard at
+// most one node passes the fence at any instant, no document moves
+// backwards, and after the faults stop every shard is led and the nodes'
+// counts differ by at most one within balanceBound. A tenth of
+// TestSimulation's seeds (at least 50).
+func TestSimulationShards(t *testing.T) {
+	if *simSeed != 0 {
+		v, trace, stats := simulate(t, shardSimConfig(*simSeed))
+		t.Logf("seed %d: %+v\n%s", *simSeed, stats, strings.Join(trace, "\n"))
+		if len(v) > 0 {
+			reportFailure(t, *simSeed, v, trace)
+		}
+		return
+	}
+	n := max(seedCount(t)/10, 50)
+	var (
+		mu     sync.Mutex
+		total  simStats
+		failed int
+	)
+	seeds := make(chan uint64)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for seed := range seeds {
+				v, trace, stats := simulate(t, shardSimConfig(seed))
+				mu.Lock()
+				total.acquisitions += stats.acquisitions
+				total.commits += stats.commits
+				total.pauses += stats.pauses
+				if len(v) > 0 {
+					failed++
+					if failed <= 3 {
+						reportFailure(t, seed, v, trace)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		seeds <- seed
+	}
+	close(seeds)
+	wg.Wait()
+	t.Logf("shard simulation: %d seeds, %d with violations; totals %+v", n, failed, total)
+	if total.commits == 0 || total.acquisitions < 5*n || total.pauses == 0 {
+		t.Fatalf("the shard simulation exercised too little to mean anything: %+v", total)
+	}
 }
