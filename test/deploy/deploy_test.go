@@ -21,6 +21,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
@@ -167,6 +168,21 @@ func envOf(list any) []string {
 	return env
 }
 
+// secretEnvOf gives every env entry read from a Secret (valueFrom:
+// secretKeyRef) a placeholder value, as the kubelet would set it from the
+// Secret: a configuration's ${NAME} then resolves where the pod gets NAME.
+func secretEnvOf(list any) []string {
+	var env []string
+	items, _ := list.([]any)
+	for _, it := range items {
+		name, _ := get(it, "name").(string)
+		if name != "" && get(it, "valueFrom", "secretKeyRef", "key") != nil {
+			env = append(env, name+"=placeholder-"+strings.ToLower(name))
+		}
+	}
+	return env
+}
+
 func toString(v any) string {
 	if s, ok := v.(string); ok {
 		return s
@@ -309,29 +325,81 @@ func kinds(docs []map[string]any) map[string]map[string]any {
 	return out
 }
 
-// TestHelmChart renders the chart for each lease type (the values files in
-// deploy/helm/sf2loki/ci) and checks the rendered configuration with
-// sf2loki check, the probes and pod security, and that the ServiceAccount
-// token and the Lease Role exist only for k8s_lease.
+// multiOrgLeases are the Leases of deploy/helm/sf2loki/ci/multi-org-values.yaml
+// (six orgs): the first org's is the configured one, every other org's is
+// <lease>-<org>, and the membership Lease is <lease>-members.
+var multiOrgLeases = []string{"sf2loki-leader", "sf2loki-leader-prod-realtime", "sf2loki-leader-uat",
+	"sf2loki-leader-emea", "sf2loki-leader-apac", "sf2loki-leader-partners", "sf2loki-leader-members"}
+
+// roleLeases returns the Lease names the rendered Role's get/patch rule
+// (its first rule) allows.
+func roleLeases(role map[string]any) []string {
+	var names []string
+	list, _ := get(role, "rules", 0, "resourceNames").([]any)
+	for _, n := range list {
+		names = append(names, toString(n))
+	}
+	return names
+}
+
+// configLeases loads cfg as sf2loki run does (with env set) and returns the
+// Kubernetes Leases it uses: each shard's, then the membership Lease.
+func configLeases(t *testing.T, cfg string, env []string) []string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	c, _, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("load the rendered configuration: %v", err)
+	}
+	var names []string
+	for _, s := range c.Shards() {
+		names = append(names, s.Coordinate.K8sLease.Name)
+	}
+	if m := c.MembersConfig(); m != nil {
+		names = append(names, m.Coordinate.K8sLease.Name)
+	}
+	return names
+}
+
+// TestHelmChart renders the chart for each lease type and for several orgs
+// (the values files in deploy/helm/sf2loki/ci) and checks the rendered
+// configuration with sf2loki check, the probes and pod security, that the
+// ServiceAccount token and the Lease Role exist only for k8s_lease, and
+// that the Role names every Lease the configuration uses (each org's and
+// the membership Lease).
 func TestHelmChart(t *testing.T) {
 	for _, tc := range []struct {
 		values   string
 		k8sLease bool
+		replicas int
+		leases   []string // the Role's get/patch names (k8s_lease)
 	}{
-		{"k8s-lease-values.yaml", true},
-		{"s3-lease-values.yaml", false},
-		{"gcs-lease-values.yaml", false},
+		{"k8s-lease-values.yaml", true, 2, []string{"sf2loki-leader"}},
+		{"s3-lease-values.yaml", false, 2, nil},
+		{"gcs-lease-values.yaml", false, 2, nil},
+		{"multi-org-values.yaml", true, 3, multiOrgLeases},
 	} {
 		t.Run(tc.values, func(t *testing.T) {
 			objs := kinds(helmTemplate(t, "sf2loki-helm", tc.values))
 			cfg, _ := get(objs["ConfigMap"], "data", "config.yaml").(string)
 			pod := get(objs["Deployment"], "spec", "template", "spec")
 			c := get(pod, "containers", 0)
-			check(t, "helm "+tc.values, cfg, envOf(get(c, "env")))
+			env := append(envOf(get(c, "env")), secretEnvOf(get(c, "env"))...)
+			check(t, "helm "+tc.values, cfg, env)
 			if get(pod, "enableServiceLinks") != false {
 				t.Errorf("the pods get service-link variables: set enableServiceLinks: false")
 			}
-			check(t, "helm "+tc.values+" with service links", cfg, append(envOf(get(c, "env")), serviceLinks(objs["Service"], "10.96.0.10")...))
+			check(t, "helm "+tc.values+" with service links", cfg, append(env, serviceLinks(objs["Service"], "10.96.0.10")...))
+			if got := get(objs["Deployment"], "spec", "replicas"); got != tc.replicas {
+				t.Errorf("replicas %v, want %d", got, tc.replicas)
+			}
 			if got := get(pod, "automountServiceAccountToken"); got != tc.k8sLease {
 				t.Errorf("automountServiceAccountToken %v, want %v (the token is mounted only for k8s_lease)", got, tc.k8sLease)
 			}
@@ -339,8 +407,16 @@ func TestHelmChart(t *testing.T) {
 				t.Errorf("Role rendered: %v, want %v", ok, tc.k8sLease)
 			}
 			if tc.k8sLease {
-				if rn := toString(get(objs["Role"], "rules", 0, "resourceNames")); rn != `["sf2loki-leader"]` {
-					t.Errorf("the Role's get/patch rule names %s, want the one Lease", rn)
+				if got := roleLeases(objs["Role"]); !slices.Equal(got, tc.leases) {
+					t.Errorf("the Role's get/patch rule names %q, want %q", got, tc.leases)
+				}
+				if got := toString(get(objs["Role"], "rules", 0, "verbs")); got != `["get","patch"]` {
+					t.Errorf("the Role's named rule allows %s, want get and patch", got)
+				}
+				// The names sf2loki derives from the rendered configuration
+				// are the ones the Role allows.
+				if got := configLeases(t, cfg, env); !slices.Equal(got, tc.leases) {
+					t.Errorf("sf2loki uses the Leases %q, the Role allows %q", got, tc.leases)
 				}
 				if !strings.Contains(cfg, "namespace: sf2loki-helm") {
 					t.Errorf("the k8s_lease namespace is not the release namespace:\n%s", cfg)

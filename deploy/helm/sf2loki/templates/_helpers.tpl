@@ -33,6 +33,28 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $l.name | default "sf2loki-leader" -}}
 {{- end -}}
 
+{{/*
+leaseNames is the JSON list of every Lease sf2loki reads and patches: the
+configured one and, with config.orgs, the Lease <lease>-<org> of every org
+after the first (the first org keeps the configured Lease) and the
+replicas' membership Lease <lease>-members (internal/config/shards.go).
+*/}}
+{{- define "sf2loki.leaseNames" -}}
+{{- $lease := include "sf2loki.leaseName" . -}}
+{{- $names := list $lease -}}
+{{- $orgs := .Values.config.orgs | default list -}}
+{{- range $i, $org := $orgs -}}
+{{- $name := required (printf "config.orgs[%d].name is required" $i) ($org | default dict).name -}}
+{{- if gt $i 0 -}}
+{{- $names = append $names (printf "%s-%s" $lease $name) -}}
+{{- end -}}
+{{- end -}}
+{{- if $orgs -}}
+{{- $names = append $names (printf "%s-members" $lease) -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end -}}
+
 {{/* config is the rendered sf2loki configuration. */}}
 {{- define "sf2loki.config" -}}
 {{- $cfg := deepCopy .Values.config -}}
