@@ -116,8 +116,8 @@ bench-latency-gcs: test-tools ## The same on fake-gcs-server answering 429 to a 
 SOAK ?= 10m
 
 .PHONY: soak
-soak: test-tools ## The chaos soak for SOAK (default 10m; CI runs 60s in make test)
-	SOAK=$(SOAK) $(GO) test -count=1 -timeout 2h -run '^TestChaosSoak$$' -v ./test/integration/
+soak: test-tools ## The chaos soaks (one lease, and shards) for SOAK each (default 10m; CI runs 60s each in make test)
+	SOAK=$(SOAK) $(GO) test -count=1 -timeout 2h -run '^TestChaosSoak(Shards)?$$' -v ./test/integration/
 
 .PHONY: demo
 demo: build $(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION) ## Run VictoriaLogs and two replicas with the synthetic source (Ctrl-C stops)

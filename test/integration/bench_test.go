@@ -40,8 +40,97 @@ func BenchmarkHA(b *testing.B) {
 		benchRequests(b, &report)
 		benchDaemon(b, &report)
 		benchFailover(b, &report)
+		benchShards(b, &report)
 	}
 	fmt.Print(report.String())
+}
+
+// BenchmarkHAShards is BenchmarkHA's shard section alone.
+func BenchmarkHAShards(b *testing.B) {
+	var report strings.Builder
+	for b.Loop() {
+		report.Reset()
+		benchShards(b, &report)
+	}
+	fmt.Print(report.String())
+}
+
+// benchShards runs three replicas over six orgs per cell and, HA_REPEATS
+// times (at most 5), kills one (its shards move: to 3/3) and restarts it
+// (the others hand one each back: to 2/2/2), measuring how many shards
+// moved and how long the balance took.
+func benchShards(b *testing.B, w *strings.Builder) {
+	logs := testenv.StartLogs(b)
+	n := min(envInt("HA_REPEATS", 10), 5)
+	fmt.Fprintf(w, "### Shards: three replicas over six orgs, a replica killed and restarted (%d of each per cell)\n\n", n)
+	fmt.Fprintf(w, "| Cell | ttl / renew | Kill: shards moved, time to 3/3 min / median / max | Join: shards moved, time to 2/2/2 min / median / max |\n|---|---|---|---|\n")
+	var s3srv *testenv.S3Server
+	cells := []cellSpec{
+		{"file", func(t testing.TB) backend { return fileBackend(t, ttl, renew) }},
+		{"s3", func(t testing.TB) backend {
+			if s3srv == nil {
+				s3srv = testenv.StartS3(b)
+			}
+			return s3Backend(t, s3srv, ttl, renew)
+		}},
+	}
+	var orgYAML strings.Builder
+	for _, o := range []string{"org-a", "org-b", "org-c", "org-d", "org-e", "org-f"} {
+		fmt.Fprintf(&orgYAML, "  - name: %s\n    sources: {synthetic: {rate: 20}}\n", o)
+	}
+	for _, cell := range cells {
+		be := cell.make(b)
+		c := newCluster(b, be, func(string) string {
+			return fmt.Sprintf("sink:\n  loki: {url: %s, labels: {job: bench-shards}}\norgs:\n%s", logs.PushURL, orgYAML.String())
+		})
+		for _, r := range []string{"r1", "r2", "r3"} {
+			c.start(r)
+		}
+		untilBalanced(b, c, 10*ttl, 2, 2, 2)
+		var kills, joins []time.Duration
+		movedKill, movedJoin := 0, 0
+		for i := range n {
+			victim := c.live()[i%3]
+			before := leads(c)
+			victim.signal(b, syscall.SIGKILL)
+			<-victim.done
+			kills = append(kills, untilBalanced(b, c, ttl+renew+5*time.Second, 3, 3))
+			movedKill += moved(before, leads(c))
+			before = leads(c)
+			c.start(victim.name)
+			joins = append(joins, untilBalanced(b, c, 6*ttl, 2, 2, 2))
+			movedJoin += moved(before, leads(c))
+			time.Sleep(2 * renew)
+		}
+		fmt.Fprintf(w, "| %s | %s / %s | %.1f, %s | %.1f, %s |\n", be.name, be.ttl, be.renew,
+			float64(movedKill)/float64(n), spread(kills, be), float64(movedJoin)/float64(n), spread(joins, be))
+		for _, d := range c.live() {
+			d.signal(b, syscall.SIGTERM)
+			d.waitExit(b, 30*time.Second)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// moved counts the orgs whose leader changed between two views.
+func moved(before, after map[string][]string) int {
+	lead := func(l map[string][]string) map[string]string {
+		out := map[string]string{}
+		for r, orgs := range l {
+			for _, o := range orgs {
+				out[o] = r
+			}
+		}
+		return out
+	}
+	a, z := lead(before), lead(after)
+	n := 0
+	for o, r := range z {
+		if a[o] != r {
+			n++
+		}
+	}
+	return n
 }
 
 // benchCommits measures sequential compare-and-swap writes of one small

@@ -130,7 +130,7 @@ func balanced(l map[string][]string, want ...int) bool {
 }
 
 // untilBalanced waits for want and returns how long it took.
-func untilBalanced(t *testing.T, c *cluster, limit time.Duration, want ...int) time.Duration {
+func untilBalanced(t testing.TB, c *cluster, limit time.Duration, want ...int) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {
