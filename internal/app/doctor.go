@@ -139,12 +139,23 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	for _, w := range warnings {
 		r.Checks = append(r.Checks, Check{"config", Warn, w})
 	}
-	auth, sf := checkAuth(ctx, cfg, &cl)
-	r.Checks = append(r.Checks, checkState(ctx, cfg, &cl)...)
-	r.Checks = append(r.Checks, checkCoordinator(ctx, cfg, &cl)...)
-	r.Checks = append(r.Checks, checkLoki(ctx, cfg), auth)
-	r.Checks = append(r.Checks, checkSalesforceAccess(ctx, cfg, sf)...)
-	r.Checks = append(r.Checks, checkPubSub(ctx, cfg, sf)...)
+	r.Checks = append(r.Checks, checkLoki(ctx, cfg))
+	// Every org (shard) has its own checkpoint document, lease and
+	// credentials: each is checked, its checks named after it.
+	for _, sc := range cfg.Shards() {
+		auth, sf := checkAuth(ctx, sc, &cl)
+		checks := checkState(ctx, sc, &cl)
+		checks = append(checks, checkCoordinator(ctx, sc, &cl)...)
+		checks = append(checks, auth)
+		checks = append(checks, checkSalesforceAccess(ctx, sc, sf)...)
+		checks = append(checks, checkPubSub(ctx, sc, sf)...)
+		if sc.ShardName != "" {
+			for i := range checks {
+				checks[i].Name += " [org " + sc.ShardName + "]"
+			}
+		}
+		r.Checks = append(r.Checks, checks...)
+	}
 	red := redact.New(redactSecrets(cfg)...)
 	for i, c := range r.Checks {
 		r.Checks[i].Detail = red.String(c.Detail)

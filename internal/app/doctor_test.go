@@ -674,3 +674,27 @@ sink: {loki: {url: %q, timeout: 2s}}
 		leaks("a returned error", err.Error())
 	}
 }
+
+// With orgs, every org's checkpoint document (and lease, and credentials)
+// is checked, each check named after its org.
+func TestDoctorChecksEveryOrg(t *testing.T) {
+	dir := t.TempDir()
+	r := Doctor(t.Context(), writeConfig(t, fmt.Sprintf(`coordinate: {type: file_lease, file_lease: {path: %s/leader.lease}}
+state: {file: {path: %s/state.json}}
+orgs:
+  - name: prod
+  - name: sandbox
+`, dir, dir)))
+	named := map[string]bool{}
+	for _, c := range r.Checks {
+		if c.Status == Fail {
+			t.Errorf("%s failed: %s", c.Name, c.Detail)
+		}
+		named[c.Name] = true
+	}
+	for _, want := range []string{"state [org prod]", "state [org sandbox]", "coordinator [org sandbox]", "auth [org sandbox]"} {
+		if !named[want] {
+			t.Errorf("no check %q among %v", want, named)
+		}
+	}
+}
