@@ -143,6 +143,14 @@ orgs:
 	if len(st.Shards) != 4 || st.Balance == nil || st.Balance.Leading != 2 || len(st.Members) != 2 {
 		t.Fatalf("status %+v", st)
 	}
+	rec := httptest.NewRecorder()
+	a.d.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	metrics := rec.Body.String()
+	for _, want := range []string{`sf2loki_leader{shard="alpha"}`, `sf2loki_leader{shard="delta"}`, "sf2loki_shards_led 2", `sf2loki_lease_epoch{shard="beta"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
 	code, body := a.d.ready(false)
 	if code != http.StatusOK || strings.Count(body, "leader") != 2 || !strings.Contains(body, "alpha: ") {
 		t.Fatalf("readyz %d %q", code, body)
