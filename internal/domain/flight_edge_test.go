@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -170,9 +169,7 @@ func TestPipelineFlightAdversarialProperty(t *testing.T) {
 	}
 	for seed := range seeds {
 		bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
-			rng := rand.New(rand.NewPCG(uint64(seed), 11))
-			var rmu sync.Mutex
-			intn := func(n int) int { rmu.Lock(); defer rmu.Unlock(); return rng.IntN(n) }
+			intn := seeded(uint64(seed), 11)
 			lane := domain.LaneConfig{QueueEntries: 1 + intn(40), QueueBytes: int64([]int{0, 300, 5000}[intn(3)]), BatchEntries: 1 + intn(8),
 				BatchBytes: 1 << 20, BatchWait: time.Duration(1+intn(1000)) * time.Millisecond}
 			inFlight := 1 + intn(6)

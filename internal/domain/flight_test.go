@@ -301,6 +301,17 @@ func TestPipelineReorderWindow(t *testing.T) {
 	}
 }
 
+// seeded is a random IntN of seed and stream, safe for concurrent use.
+func seeded(seed, stream uint64) func(int) int {
+	rng := rand.New(rand.NewPCG(seed, stream))
+	var mu sync.Mutex
+	return func(n int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.IntN(n)
+	}
+}
+
 // runWithEnd runs run(ctx, drain) in the bubble and ends it after a
 // random while as end says: 0 stops the sources and lets the drain finish,
 // 1 ends the drain a random while after the sources, 2 crashes (both at
@@ -348,9 +359,7 @@ func TestPipelineFlightProperty(t *testing.T) {
 	}
 	for seed := range seeds {
 		bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
-			rng := rand.New(rand.NewPCG(uint64(seed), 7))
-			var rmu sync.Mutex
-			intn := func(n int) int { rmu.Lock(); defer rmu.Unlock(); return rng.IntN(n) }
+			intn := seeded(uint64(seed), 7)
 			lane := domain.LaneConfig{QueueEntries: 1 + intn(50), BatchEntries: 1 + intn(12), BatchBytes: 1 << 20, BatchWait: time.Duration(1+intn(1000)) * time.Millisecond}
 			inFlight := 1 + intn(6)
 			window := []time.Duration{0, time.Second, time.Hour}[intn(3)]

@@ -961,29 +961,16 @@ func reportFailure(t *testing.T, seed uint64, violations, trace []string) {
 		seed, len(violations), strings.Join(violations, "\n  "), seed, len(shown), strings.Join(shown, "\n"))
 }
 
-// TestSimulation runs the deterministic simulation over many seeds.
-func TestSimulation(t *testing.T) {
-	if *simSeed != 0 {
-		v, trace, stats := simulate(t, defaultSimConfig(*simSeed))
-		t.Logf("seed %d: %+v\n%s", *simSeed, stats, strings.Join(trace, "\n"))
-		if len(v) > 0 {
-			reportFailure(t, *simSeed, v, trace)
-		}
-		return
-	}
-	n := seedCount(t)
-	var (
-		mu     sync.Mutex
-		total  simStats
-		failed int
-	)
-	const workers = 4
+// runSeeds simulates seeds 1..n (four at a time), reports the first three
+// that broke an invariant, and returns the summed stats and how many broke.
+func runSeeds(t *testing.T, n int, config func(uint64) simConfig) (total simStats, failed int) {
+	var mu sync.Mutex
 	seeds := make(chan uint64)
 	var wg sync.WaitGroup
-	for range workers {
+	for range 4 {
 		wg.Go(func() {
 			for seed := range seeds {
-				v, trace, stats := simulate(t, defaultSimConfig(seed))
+				v, trace, stats := simulate(t, config(seed))
 				mu.Lock()
 				total.events += stats.events
 				total.commits += stats.commits
@@ -1009,6 +996,21 @@ func TestSimulation(t *testing.T) {
 	}
 	close(seeds)
 	wg.Wait()
+	return total, failed
+}
+
+// TestSimulation runs the deterministic simulation over many seeds.
+func TestSimulation(t *testing.T) {
+	if *simSeed != 0 {
+		v, trace, stats := simulate(t, defaultSimConfig(*simSeed))
+		t.Logf("seed %d: %+v\n%s", *simSeed, stats, strings.Join(trace, "\n"))
+		if len(v) > 0 {
+			reportFailure(t, *simSeed, v, trace)
+		}
+		return
+	}
+	n := seedCount(t)
+	total, failed := runSeeds(t, n, defaultSimConfig)
 	// The wall time is go test's own "--- PASS: TestSimulation (Ns)" line.
 	t.Logf("simulation: %d seeds, %d with violations; totals %+v", n, failed, total)
 	if total.commits == 0 || total.acquisitions < n || total.recovered == 0 || total.pauses == 0 || (n >= 200 && total.acrossCalls == 0) {
@@ -1072,36 +1074,7 @@ func TestSimulationShards(t *testing.T) {
 		return
 	}
 	n := max(seedCount(t)/10, 50)
-	var (
-		mu     sync.Mutex
-		total  simStats
-		failed int
-	)
-	seeds := make(chan uint64)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for seed := range seeds {
-				v, trace, stats := simulate(t, shardSimConfig(seed))
-				mu.Lock()
-				total.acquisitions += stats.acquisitions
-				total.commits += stats.commits
-				total.pauses += stats.pauses
-				if len(v) > 0 {
-					failed++
-					if failed <= 3 {
-						reportFailure(t, seed, v, trace)
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for seed := uint64(1); seed <= uint64(n); seed++ {
-		seeds <- seed
-	}
-	close(seeds)
-	wg.Wait()
+	total, failed := runSeeds(t, n, shardSimConfig)
 	t.Logf("shard simulation: %d seeds, %d with violations; totals %+v", n, failed, total)
 	if total.commits == 0 || total.acquisitions < 5*n || total.pauses == 0 {
 		t.Fatalf("the shard simulation exercised too little to mean anything: %+v", total)

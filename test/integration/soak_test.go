@@ -193,24 +193,7 @@ func TestChaosSoak(t *testing.T) {
 	samples := smp.Stop()
 	c.unexpectedExits(t)
 
-	// The accepted writes, from every proxy's log.
-	var writes []write
-	for _, n := range names {
-		for _, r := range proxies[n].Requests() {
-			if r.Body == nil || r.Upstream != http.StatusOK {
-				continue
-			}
-			epoch, pos, err := parseDoc(r.Body)
-			if err != nil {
-				t.Fatalf("an accepted checkpoint write from %s does not parse: %v: %s", n, err, r.Body)
-			}
-			writes = append(writes, write{replica: n, at: r.At, ifMatch: unquote(r.Header.Get("If-Match")), etag: unquote(r.UpstreamHeader.Get("Etag")),
-				epoch: epoch, positions: pos, lostAck: r.Fault == "lost-ack"})
-			if r.Fault == "lost-ack" {
-				counts.lostAcks++
-			}
-		}
-	}
+	writes := acceptedWrites(t, proxies, names, func(faultproxy.Request) bool { return true }, &counts)
 	counts.gapBound = b.ttl + 2*b.renew + sampleSlack
 	violations, hist := checkHistory(writes, polled, samples, counts.gapBound)
 	counts.writes, counts.takeovers, counts.polls = hist.writes, hist.takeovers, len(polled)
@@ -229,6 +212,30 @@ func TestChaosSoak(t *testing.T) {
 	if counts.takeovers == 0 || counts.writes < 10 {
 		t.Errorf("the soak exercised too little: %d takeovers, %d writes", counts.takeovers, counts.writes)
 	}
+}
+
+// acceptedWrites are the checkpoint writes the proxies captured, of the
+// documents which selects, that the store accepted; it counts the lost
+// acknowledgements among them.
+func acceptedWrites(t *testing.T, proxies map[string]*faultproxy.Proxy, names []string, which func(faultproxy.Request) bool, counts *soakCounts) []write {
+	var writes []write
+	for _, n := range names {
+		for _, r := range proxies[n].Requests() {
+			if r.Body == nil || r.Upstream != http.StatusOK || !which(r) {
+				continue
+			}
+			epoch, pos, err := parseDoc(r.Body)
+			if err != nil {
+				t.Fatalf("an accepted checkpoint write from %s does not parse: %v: %s", n, err, r.Body)
+			}
+			writes = append(writes, write{replica: n, at: r.At, ifMatch: unquote(r.Header.Get("If-Match")), etag: unquote(r.UpstreamHeader.Get("Etag")),
+				epoch: epoch, positions: pos, lostAck: r.Fault == "lost-ack"})
+			if r.Fault == "lost-ack" {
+				counts.lostAcks++
+			}
+		}
+	}
+	return writes
 }
 
 // chaos kills, pauses (longer than ttl) and gracefully restarts the
@@ -507,23 +514,7 @@ func TestChaosSoakShards(t *testing.T) {
 	var violations []string
 	writes, takeovers := 0, 0
 	for i := range orgs {
-		var ws []write
-		for _, n := range names {
-			for _, r := range proxies[n].Requests() {
-				if r.Body == nil || r.Upstream != http.StatusOK || !isConditionalWrite(r, doc(i)) {
-					continue
-				}
-				epoch, pos, err := parseDoc(r.Body)
-				if err != nil {
-					t.Fatalf("an accepted write of %s from %s does not parse: %v: %s", doc(i), n, err, r.Body)
-				}
-				ws = append(ws, write{replica: n, at: r.At, ifMatch: unquote(r.Header.Get("If-Match")), etag: unquote(r.UpstreamHeader.Get("Etag")),
-					epoch: epoch, positions: pos, lostAck: r.Fault == "lost-ack"})
-				if r.Fault == "lost-ack" {
-					counts.lostAcks++
-				}
-			}
-		}
+		ws := acceptedWrites(t, proxies, names, func(r faultproxy.Request) bool { return isConditionalWrite(r, doc(i)) }, &counts)
 		v, h := checkHistory(ws, polled[doc(i)], nil, time.Hour)
 		for _, msg := range v {
 			violations = append(violations, orgs[i]+": "+msg)
