@@ -237,7 +237,7 @@ func (d *Daemon) ready(standbyOK bool) (int, string) {
 // working).
 func (d *Shard) ready(standbyOK bool) (int, string) {
 	st := d.coord.Status()
-	rejecting, sfAuth := d.telemetry.SinkRejecting(), d.telemetry.SalesforceAuthFailing()
+	rejecting, sfAuth := d.telemetry.SinkRejecting(), d.telemetry.SalesforceAuthFailingFor(d.name)
 	switch {
 	case d.leading() && sfAuth != "":
 		return http.StatusServiceUnavailable, fmt.Sprintf("leader: salesforce auth failing (%s)\n", sfAuth)

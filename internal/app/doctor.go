@@ -92,6 +92,12 @@ type probe struct {
 	// moveAside and remove are the backend's commands that move the live
 	// object aside and delete it.
 	moveAside, remove string
+	// org is the org the checkpoint document must belong to ("" without
+	// orgs).
+	org string
+	// members: the live object is the membership document (heartbeats,
+	// soft state: its content is not judged).
+	members bool
 }
 
 // clients are what one doctor run opened; Doctor closes them all.
@@ -153,6 +159,15 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 			for i := range checks {
 				checks[i].Name += " [org " + sc.ShardName + "]"
 			}
+		}
+		r.Checks = append(r.Checks, checks...)
+	}
+	if mc := cfg.MembersConfig(); mc != nil && mc.Coordinate.Type != config.CoordinateNoop {
+		// The replicas' heartbeats: without them a replica sees only itself
+		// and the shards never balance.
+		checks := probeLease(ctx, mc, &cl, true)
+		for i := range checks {
+			checks[i].Name = "members"
 		}
 		r.Checks = append(r.Checks, checks...)
 	}
@@ -309,11 +324,18 @@ func checkState(ctx context.Context, cfg *config.Config, cl *clients) []Check {
 	case config.StoreGCS:
 		p, err = gcsProbe(ctx, cfg.State.GCS, MaxStateDocumentBytes, cl)
 	}
+	p.org = cfg.ShardName
 	return runProbe(ctx, "state", p, err)
 }
 
 // checkCoordinator reaches one probe branch per coordinate.type.
 func checkCoordinator(ctx context.Context, cfg *config.Config, cl *clients) []Check {
+	return probeLease(ctx, cfg, cl, false)
+}
+
+// probeLease probes coordinate's lease object: a lease, or (members) the
+// membership document beside the shards' leases.
+func probeLease(ctx context.Context, cfg *config.Config, cl *clients, members bool) []Check {
 	c := cfg.Coordinate
 	var p probe
 	var err error
@@ -327,11 +349,11 @@ func checkCoordinator(ctx context.Context, cfg *config.Config, cl *clients) []Ch
 	case config.CoordinateGCSLease:
 		p, err = gcsProbe(ctx, c.GCSLease.GCSObject, MaxLeaseDocumentBytes, cl)
 	case config.CoordinateK8sLease:
-		return k8sProbe(ctx, c.K8sLease, leaseConfig(cfg).TTL)
+		return k8sProbe(ctx, c.K8sLease, leaseConfig(cfg).TTL, members)
 	default:
 		return []Check{{"coordinator", Fail, fmt.Sprintf("unknown coordinate.type %q", c.Type)}}
 	}
-	p.lease, p.ttl = true, leaseConfig(cfg).TTL
+	p.lease, p.ttl, p.members = true, leaseConfig(cfg).TTL, members
 	return runProbe(ctx, "coordinator", p, err)
 }
 
@@ -446,10 +468,13 @@ func runProbe(ctx context.Context, name string, p probe, buildErr error) []Check
 	if err := fileSidecar(p); err != nil {
 		return []Check{{name, Fail, err.Error()}}
 	}
-	if p.lease {
+	switch {
+	case p.members:
+		return []Check{{name, Pass, fmt.Sprintf("%s; %s holds the replicas' heartbeats (%d bytes)", enforced, p.live, len(obj.Data))}}
+	case p.lease:
 		return judgeLease(name, enforced, p.live.String(), obj, p.ttl, p.remove)
 	}
-	return judgeState(ctx, name, enforced, p.live.String(), obj, p.moveAside)
+	return judgeState(ctx, name, enforced, p.live.String(), obj, p.moveAside, p.org)
 }
 
 // judgeLease decodes a lease with the daemon's decoder: a corrupt one
@@ -480,7 +505,7 @@ func corruptLease(name, what, problem, remove string) Check {
 // judgeState decodes the checkpoint document with the daemon's committer
 // (read-only): a corrupt one FAILs with the repair; values a source could
 // not resume from WARN with theirs.
-func judgeState(ctx context.Context, name, enforced, what string, obj ports.Object, moveAside string) []Check {
+func judgeState(ctx context.Context, name, enforced, what string, obj ports.Object, moveAside, org string) []Check {
 	c, err := domain.NewCheckpointCommitter(loadedObject{obj: obj, name: what}, clock.New(), domain.CommitterConfig{})
 	if err != nil {
 		return []Check{{name, Fail, err.Error()}}
@@ -494,8 +519,12 @@ func judgeState(ctx context.Context, name, enforced, what string, obj ports.Obje
 		}
 		return []Check{corruptState(name, what, problem, moveAside)}
 	}
-	epoch := doc[domain.FenceEpochKey]
+	epoch, owner := doc[domain.FenceEpochKey], doc[domain.OrgKey]
 	delete(doc, domain.FenceEpochKey)
+	delete(doc, domain.OrgKey)
+	if org != "" && owner != "" && owner != org {
+		return []Check{{name, Fail, (&domain.WrongOrgError{Document: what, Org: org, Owner: owner}).Error()}}
+	}
 	out := []Check{{name, Pass, fmt.Sprintf("%s; %s holds %d checkpoints (epoch %s)", enforced, what, len(doc), cmp.Or(epoch, "none"))}}
 	for _, k := range slices.Sorted(maps.Keys(doc)) {
 		if err := checkCheckpoint(k, doc[k]); err != nil {
@@ -573,7 +602,7 @@ func checkLoki(ctx context.Context, cfg *config.Config) Check {
 	return Check{"loki", Pass, fmt.Sprintf("pushed one entry with structured metadata to %s (source=sf2loki-doctor)", cfg.Sink.Loki.URL)}
 }
 
-func k8sProbe(ctx context.Context, l config.K8sLease, ttl time.Duration) []Check {
+func k8sProbe(ctx context.Context, l config.K8sLease, ttl time.Duration, members bool) []Check {
 	s, err := k8s.New(k8s.Config{Namespace: l.Namespace, Name: l.Name, Kubeconfig: l.Kubeconfig, MaxSize: MaxLeaseDocumentBytes})
 	if err != nil {
 		return []Check{{"coordinator", Fail, err.Error()}}
@@ -597,6 +626,9 @@ func k8sProbe(ctx context.Context, l config.K8sLease, ttl time.Duration) []Check
 		return []Check{corruptLease("coordinator", s.String(), err.Error(), remove)}
 	case err != nil:
 		return []Check{{"coordinator", Fail, fmt.Sprintf("get %s: %v", s, err)}}
+	}
+	if members {
+		return []Check{{"coordinator", Pass, fmt.Sprintf("%s; %s holds the replicas' heartbeats", allowed, s)}}
 	}
 	return judgeLease("coordinator", allowed, s.String(), obj, ttl, remove)
 }

@@ -88,10 +88,8 @@ func (d *Shard) onAcquire(ctx context.Context, l domain.Leadership) {
 func (d *Shard) lead(ctx context.Context, epoch uint64) {
 	for ctx.Err() == nil {
 		d.committer.Reset()
-		if epoch > 0 {
-			if err := d.claim(ctx, epoch); err != nil {
-				return
-			}
+		if err := d.claim(ctx, epoch); err != nil {
+			return
 		}
 		drain, cancelDrain := d.drainContext(ctx)
 		err := d.workload.Run(ctx, Lead{Epoch: epoch, Committer: d.committer, Drain: drain})
@@ -162,11 +160,18 @@ func (d *Shard) retryAfterCorrupt() time.Duration {
 	return 10 * time.Second
 }
 
-// claim stamps the checkpoint document with epoch, retrying until it lands
-// or leadership ends.
+// claim stamps the checkpoint document with epoch (and the org), retrying
+// until it lands or leadership ends.
 func (d *Shard) claim(ctx context.Context, epoch uint64) error {
 	for {
-		err := d.committer.Claim(ctx, epoch)
+		var err error
+		if epoch > 0 {
+			err = d.committer.Claim(ctx, epoch)
+		} else {
+			// A single instance claims no epoch; with orgs the document's
+			// org is checked and stamped all the same.
+			err = d.committer.Adopt(ctx)
+		}
 		switch {
 		case err == nil:
 			return nil

@@ -258,6 +258,21 @@ func (t *Telemetry) AddSalesforceAuthProbe(org string, probe func() string) {
 	t.sfAuth = append(t.sfAuth, orgProbe{org: org, probe: probe})
 }
 
+// SalesforceAuthFailingFor returns why org's credentials are refused, or "".
+func (t *Telemetry) SalesforceAuthFailingFor(org string) string {
+	t.sfAuthMu.Lock()
+	probes := slices.Clone(t.sfAuth)
+	t.sfAuthMu.Unlock()
+	for _, p := range probes {
+		if p.org == org {
+			if why := p.probe(); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
+}
+
 // SalesforceAuthFailing returns why an org's credentials are refused (the
 // first such org, named), or "".
 func (t *Telemetry) SalesforceAuthFailing() string {

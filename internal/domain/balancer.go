@@ -76,11 +76,18 @@ func (b *Balancer) evaluate() (BalancePlan, []string, []Shard) {
 	b.mu.Lock()
 	shards := slices.Clone(b.shards)
 	b.mu.Unlock()
-	views := make([]ShardView, len(shards))
+	views := make([]ShardView, 0, len(shards))
 	gone := map[string]bool{}
-	for i, s := range shards {
+	for _, s := range shards {
 		st := s.Keeper.Status()
-		views[i] = ShardView{Name: s.Name, Holder: holderOf(st, b.self)}
+		if st.Role != RoleLeader && st.Blocked != "" && st.Blocked != BlockedResigned {
+			// No replica can lead it (a corrupt document, an unreadable
+			// lease: the keeper says why): it is left out of the shares, so
+			// it neither takes a claim slot nor keeps the others from
+			// balancing.
+			continue
+		}
+		views = append(views, ShardView{Name: s.Name, Holder: holderOf(st, b.self)})
 		if st.Role != RoleLeader && st.Free && st.LeaseHolder != "" && st.LeaseHolder != b.self {
 			// A lease its holder let go stale: the holder is dead (a live
 			// one renews, or fences itself before its lease goes stale),

@@ -329,22 +329,55 @@ func (c *CheckpointCommitter) Claim(ctx context.Context, epoch uint64) error {
 	c.loaded, c.doc, c.version = false, nil, ""
 	c.epoch = epoch
 	c.unlock()
-	if c.org != "" {
-		doc, err := c.Load(ctx)
-		if err != nil {
-			return err
-		}
-		if owner, ok := doc[OrgKey]; ok && owner != c.org {
-			return &WrongOrgError{Document: c.cas.String(), Org: c.org, Owner: owner}
-		}
+	if err := c.checkOrg(ctx); err != nil {
+		return err
 	}
 	return c.update(ctx, "claim", func(doc map[string]string) bool {
 		changed := doc[FenceEpochKey] != formatEpoch(epoch)
-		if c.org != "" && doc[OrgKey] != c.org {
-			doc[OrgKey], changed = c.org, true
-		}
-		return changed
+		return c.stampOrg(doc) || changed
 	})
+}
+
+// Adopt is Claim's org check and stamp for a single instance, which claims
+// no epoch: it reads the document afresh, refuses one stamped with another
+// org (ErrWrongOrg) and stamps its own. Without an org it does nothing.
+func (c *CheckpointCommitter) Adopt(ctx context.Context) error {
+	if c.org == "" {
+		return nil
+	}
+	if err := c.lock(ctx); err != nil {
+		return err
+	}
+	c.loaded, c.doc, c.version = false, nil, ""
+	c.unlock()
+	if err := c.checkOrg(ctx); err != nil {
+		return err
+	}
+	return c.update(ctx, "adopt", c.stampOrg)
+}
+
+// checkOrg refuses a document stamped with another org.
+func (c *CheckpointCommitter) checkOrg(ctx context.Context) error {
+	if c.org == "" {
+		return nil
+	}
+	doc, err := c.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if owner, ok := doc[OrgKey]; ok && owner != c.org {
+		return &WrongOrgError{Document: c.cas.String(), Org: c.org, Owner: owner}
+	}
+	return nil
+}
+
+// stampOrg stamps the committer's org on doc; it reports a change.
+func (c *CheckpointCommitter) stampOrg(doc map[string]string) bool {
+	if c.org == "" || doc[OrgKey] == c.org {
+		return false
+	}
+	doc[OrgKey] = c.org
+	return true
 }
 
 // update is the one write path: fence, load, mutate a copy, stamp, CAS.

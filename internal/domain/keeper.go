@@ -458,9 +458,6 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 			k.setBlocked("", "") // a read that failed transiently changes nothing
 		}
 		return StepResult{Role: RoleStandby, Next: d.wait, Reason: d.reason, Err: err}
-	case k.cfg.MayClaim != nil && !k.cfg.MayClaim():
-		k.setBlocked("", "")
-		return StepResult{Role: RoleStandby, Next: r, Reason: d.reason + "; not contending: the shard balance leaves it to another replica"}
 	}
 	var floor uint64
 	if k.cfg.EpochFloor != nil {
@@ -490,6 +487,12 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 		return StepResult{Role: RoleStandby, Next: r, Reason: "epoch exhausted, not contesting"}
 	}
 	k.setBlocked("", "")
+	// The balance is asked last, so that a lease no replica can take
+	// (blocked above) is known as such to every replica, not only to the
+	// one the balance would let claim it.
+	if k.cfg.MayClaim != nil && !k.cfg.MayClaim() {
+		return StepResult{Role: RoleStandby, Next: r, Reason: d.reason + "; not contending: the shard balance leaves it to another replica"}
+	}
 	epoch := top + 1
 	wall := now.UTC()
 	rec := LeaseRecord{Holder: k.cfg.Holder, Instance: k.cfg.Instance, Epoch: epoch, TTL: k.cfg.TTL.String(),
@@ -788,11 +791,13 @@ func (k *LeaseKeeper) resignNow(ctx context.Context, cb Callbacks, lead *leaderT
 		return 0
 	}
 	epoch := lead.end()
-	cb.OnLose(Loss{Epoch: epoch, Reason: r.reason})
 	k.mu.Lock()
 	k.holdUntil, k.holdWhy = k.clock.Now().Add(r.holdOff), fmt.Sprintf("resigned leadership (%s); contending again after %s", r.reason, r.holdOff)
 	k.mu.Unlock()
 	k.log.Warn("resigning leadership so that another replica can take over", "epoch", epoch, "reason", r.reason, "hold_off", r.holdOff)
+	// The work drains (its last commits land) while the lease is renewed,
+	// as on a graceful stop; then the lease is released.
+	k.drainRenewing(ctx, cb, Loss{Epoch: epoch, Reason: r.reason})
 	if err := k.release(context.WithoutCancel(ctx), "resigned: "+r.reason); err != nil {
 		k.log.Warn("release after resigning failed; another replica takes over after ttl", "error", err)
 	}
@@ -834,12 +839,21 @@ func (k *LeaseKeeper) wait(ctx context.Context, next time.Duration) (step bool, 
 // stopLeading is the graceful stop: the work drains in OnLose while the
 // lease is still renewed, then the lease is released.
 func (k *LeaseKeeper) stopLeading(ctx context.Context, cb Callbacks, lead *leaderTerm) {
-	bg := context.WithoutCancel(ctx)
 	epoch := lead.end()
+	k.drainRenewing(ctx, cb, Loss{Epoch: epoch, Reason: "stopping", Graceful: true})
+	if err := k.Release(context.WithoutCancel(ctx)); err != nil {
+		k.log.Warn("release failed", "error", err)
+	}
+}
+
+// drainRenewing runs OnLose (the work drains and commits) while it keeps
+// renewing the lease, so the fence stays valid for the final commits.
+func (k *LeaseKeeper) drainRenewing(ctx context.Context, cb Callbacks, loss Loss) {
+	bg := context.WithoutCancel(ctx)
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
-		cb.OnLose(Loss{Epoch: epoch, Reason: "stopping", Graceful: true})
+		cb.OnLose(loss)
 	}()
 	next := k.untilNextRenewal(k.Status().LastRenewal)
 	for {
@@ -847,9 +861,6 @@ func (k *LeaseKeeper) stopLeading(ctx context.Context, cb Callbacks, lead *leade
 		select {
 		case <-drained:
 			t.Stop()
-			if err := k.Release(bg); err != nil {
-				k.log.Warn("release failed", "error", err)
-			}
 			return
 		case <-t.C():
 			if k.Status().Role != RoleLeader {

@@ -37,6 +37,10 @@ type Membership struct {
 	mu   sync.Mutex
 	beat uint64
 	seen map[string]seenBeat
+	// dup is another process beating under this replica's holder id, seen
+	// at dupAt; told is when that was last logged.
+	dup         string
+	dupAt, told time.Time
 }
 
 // MemberConfig configures a Membership.
@@ -182,6 +186,16 @@ func (m *Membership) observe(doc membersDoc, now time.Time) {
 		if h == m.cfg.Holder {
 			if e.Instance == m.cfg.Instance {
 				m.beat = max(m.beat, e.Beat)
+				continue
+			}
+			// Another process wrote this replica's entry: two replicas
+			// share a holder id. They count as one, so the shards cannot
+			// be balanced between them.
+			m.dup, m.dupAt = e.Instance, now
+			if now.Sub(m.told) >= time.Minute {
+				m.told = now
+				m.log.Error("two replicas share the holder id; each must have its own (set holder_id or identity per replica, e.g. from the pod name): "+
+					"they count as one replica and the shards cannot be balanced between them", "holder", h, "other_instance", e.Instance)
 			}
 			continue
 		}
@@ -204,6 +218,17 @@ func (m *Membership) observe(doc membersDoc, now time.Time) {
 func (m *Membership) liveLocked(h string, now time.Time) bool {
 	s, ok := m.seen[h]
 	return ok && now.Sub(s.at) < s.ttl
+}
+
+// Duplicate returns the instance of another process seen beating under
+// this replica's holder id within its ttl, or "".
+func (m *Membership) Duplicate() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dup != "" && m.clock.Now().Sub(m.dupAt) < m.cfg.TTL {
+		return m.dup
+	}
+	return ""
 }
 
 // Live returns the live replicas, sorted: this one (once it has joined) and
