@@ -188,13 +188,15 @@ func TestBalancerSpreadsShardsOverReplicas(t *testing.T) {
 		for _, r := range []string{"r1", "r2", "r3"} {
 			w.start(r)
 		}
-		t.Logf("settled 2/2/2 after %s", w.within(5*renew, 2, 2, 2))
+		t.Logf("settled 2/2/2 after %s", w.within(8*renew, 2, 2, 2))
 		advance(t, clk, 3*renew)
 		if !w.balanced(2, 2, 2) {
 			t.Fatalf("moved at steady state: %v", w.counts())
 		}
 		w.kill("r2")
-		took := w.within(ttl+renew, 3, 3)
+		// ttl + renew from its last renewal, plus the claim; when two replicas
+		// ask for one shard at once, the other waits for the loser's next poll.
+		took := w.within(ttl+2*renew, 3, 3)
 		t.Logf("r2 killed: its shards moved after %s (ttl %s, renew %s)", took, ttl, renew)
 		w.start("r2")
 		t.Logf("r2 back: 2/2/2 after %s", w.within(ttl+6*renew, 2, 2, 2))
@@ -205,7 +207,7 @@ func TestBalancerSpreadsShardsOverReplicas(t *testing.T) {
 		w.mu.Lock()
 		delete(w.replicas, "r3")
 		w.mu.Unlock()
-		t.Logf("r3 stopped: 3/3 after %s (one renew per shard)", w.within(2*renew, 3, 3))
+		t.Logf("r3 stopped: 3/3 after %s", w.within(3*renew, 3, 3))
 		for _, r := range []string{"r1", "r2"} {
 			w.kill(r)
 		}
