@@ -144,21 +144,29 @@ func TestNoopOrgsReorderIsCaught(t *testing.T) {
 	}
 }
 
-// doctor with orgs: the first org's checkpoint document is stamped with
-// another org (the orgs were reordered). The daemon refuses to start
-// (ErrWrongOrg); doctor, whose job is to say so beforehand, fails it.
-func TestDoctorFailsAReorderedFirstOrg(t *testing.T) {
+// doctorOnAlphasDocument runs doctor on a file-lease configuration with
+// orgs first and second, whose configured checkpoint document is stamped
+// as org alpha's (epoch 3, one checkpoint).
+func doctorOnAlphasDocument(t *testing.T, first, second string) DoctorReport {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "state.json"),
 		[]byte(`{"`+domain.FenceEpochKey+`":"3","`+domain.OrgKey+`":"alpha","synthetic:x":"42"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := Doctor(t.Context(), writeConfig(t, fmt.Sprintf(`coordinate: {type: file_lease, file_lease: {path: %s/leader.lease}}
+	return Doctor(t.Context(), writeConfig(t, fmt.Sprintf(`coordinate: {type: file_lease, file_lease: {path: %s/leader.lease}}
 state: {file: {path: %s/state.json}}
 orgs:
-  - name: beta
-  - name: alpha
-`, dir, dir)))
+  - name: %s
+  - name: %s
+`, dir, dir, first, second)))
+}
+
+// doctor with orgs: the first org's checkpoint document is stamped with
+// another org (the orgs were reordered). The daemon refuses to start
+// (ErrWrongOrg); doctor, whose job is to say so beforehand, fails it.
+func TestDoctorFailsAReorderedFirstOrg(t *testing.T) {
+	r := doctorOnAlphasDocument(t, "beta", "alpha")
 	found := false
 	for _, c := range r.Checks {
 		if strings.HasSuffix(c.Name, "[org beta]") && c.Status != Pass && c.Status != Skip &&
@@ -207,17 +215,7 @@ orgs:
 
 // doctor's state row does not count __org__ as a checkpoint.
 func TestDoctorDoesNotCountTheOrgStamp(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "state.json"),
-		[]byte(`{"`+domain.FenceEpochKey+`":"3","`+domain.OrgKey+`":"alpha","synthetic:x":"42"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := Doctor(t.Context(), writeConfig(t, fmt.Sprintf(`coordinate: {type: file_lease, file_lease: {path: %s/leader.lease}}
-state: {file: {path: %s/state.json}}
-orgs:
-  - name: alpha
-  - name: beta
-`, dir, dir)))
+	r := doctorOnAlphasDocument(t, "alpha", "beta")
 	for _, c := range r.Checks {
 		if c.Name == "state [org alpha]" && !strings.Contains(c.Detail, "holds 1 checkpoints") {
 			t.Errorf("%s: %s; the document holds one checkpoint (synthetic:x) besides the reserved keys", c.Name, c.Detail)
