@@ -126,30 +126,7 @@ func TestChaosSoak(t *testing.T) {
 	smp := c.sample(100 * time.Millisecond)
 
 	// Poll the document directly (not through a proxy) for the checker.
-	var (
-		pollMu sync.Mutex
-		polled []write
-	)
-	pollCtx, stopPoll := context.WithCancel(context.Background())
-	pollDone := make(chan struct{})
-	go func() {
-		defer close(pollDone)
-		s3c := srv.Client()
-		for pollCtx.Err() == nil {
-			out, err := s3c.GetObject(pollCtx, &awss3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.state)})
-			if err == nil {
-				body, rerr := io.ReadAll(out.Body)
-				_ = out.Body.Close()
-				epoch, pos, perr := parseDoc(body)
-				if rerr == nil && perr == nil {
-					pollMu.Lock()
-					polled = append(polled, write{at: time.Now(), etag: unquote(aws.ToString(out.ETag)), epoch: epoch, positions: pos})
-					pollMu.Unlock()
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
+	stopPoll := pollDocuments(srv, b.bucket, []string{b.state})
 
 	current := map[string]*daemon{}
 	for _, n := range names {
@@ -188,8 +165,7 @@ func TestChaosSoak(t *testing.T) {
 		current[n].waitExit(t, 30*time.Second)
 	}
 	collect()
-	stopPoll()
-	<-pollDone
+	polled := stopPoll()[b.state]
 	samples := smp.Stop()
 	c.unexpectedExits(t)
 
@@ -211,6 +187,43 @@ func TestChaosSoak(t *testing.T) {
 	t.Logf("%d invariant violations", len(violations))
 	if counts.takeovers == 0 || counts.writes < 10 {
 		t.Errorf("the soak exercised too little: %d takeovers, %d writes", counts.takeovers, counts.writes)
+	}
+}
+
+// pollDocuments reads each of keys directly (not through a proxy) every
+// 100 ms until the returned stop, which returns what it read, per key.
+func pollDocuments(srv *testenv.S3Server, bucket string, keys []string) (stop func() map[string][]write) {
+	var mu sync.Mutex
+	polled := map[string][]write{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s3c := srv.Client()
+		for ctx.Err() == nil {
+			for _, key := range keys {
+				out, err := s3c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+				if err != nil {
+					continue
+				}
+				body, rerr := io.ReadAll(out.Body)
+				_ = out.Body.Close()
+				epoch, pos, perr := parseDoc(body)
+				if rerr == nil && perr == nil {
+					mu.Lock()
+					polled[key] = append(polled[key], write{at: time.Now(), etag: unquote(aws.ToString(out.ETag)), epoch: epoch, positions: pos})
+					mu.Unlock()
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return func() map[string][]write {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return polled
 	}
 }
 
@@ -466,33 +479,11 @@ func TestChaosSoakShards(t *testing.T) {
 	})
 	c.storeURL = func(name string) string { return proxies[name].URL }
 	watch := watchShards(c)
-	var (
-		pollMu sync.Mutex
-		polled = map[string][]write{}
-	)
-	pollCtx, stopPoll := context.WithCancel(context.Background())
-	pollDone := make(chan struct{})
-	go func() {
-		defer close(pollDone)
-		s3c := srv.Client()
-		for pollCtx.Err() == nil {
-			for i := range orgs {
-				out, err := s3c.GetObject(pollCtx, &awss3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(doc(i))})
-				if err != nil {
-					continue
-				}
-				body, rerr := io.ReadAll(out.Body)
-				_ = out.Body.Close()
-				epoch, pos, perr := parseDoc(body)
-				if rerr == nil && perr == nil {
-					pollMu.Lock()
-					polled[doc(i)] = append(polled[doc(i)], write{at: time.Now(), etag: unquote(aws.ToString(out.ETag)), epoch: epoch, positions: pos})
-					pollMu.Unlock()
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
+	docs := make([]string, len(orgs))
+	for i := range orgs {
+		docs[i] = doc(i)
+	}
+	stopPoll := pollDocuments(srv, b.bucket, docs)
 	current := map[string]*daemon{}
 	for _, n := range names {
 		current[n] = c.start(n)
@@ -501,8 +492,7 @@ func TestChaosSoakShards(t *testing.T) {
 	chaos(t, c, b, names, current, dur, func() string { return "" }, &counts)
 	time.Sleep(b.ttl + 2*b.renew)
 	final := untilBalanced(t, c, 6*b.ttl, 1, 1, 2)
-	stopPoll()
-	<-pollDone
+	polled := stopPoll()
 	samples, overlaps := watch.finish()
 	for _, n := range names {
 		current[n].signal(t, syscall.SIGTERM)
