@@ -140,6 +140,12 @@ orgs:
 		}
 	}
 	st := a.d.Status()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); st = a.d.Status() {
+		if len(st.Shards) == 4 && st.Balance != nil && st.Balance.Leading == 2 && len(st.Members) == 2 {
+			break // the next heartbeat may be needed to see the other replica
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if len(st.Shards) != 4 || st.Balance == nil || st.Balance.Leading != 2 || len(st.Members) != 2 {
 		t.Fatalf("status %+v", st)
 	}
