@@ -333,9 +333,9 @@ func TestShardRequestCost(t *testing.T) {
 		mp, mg := count(members, http.MethodPut), count(members, http.MethodGet)
 		t.Logf("%s over %d renew intervals: lease PUTs %d (formula %d), lease GETs %d (formula %d), members GETs %d and PUTs %d (formula %d each)",
 			n, intervals, lp, 2*intervals, lg, 4*intervals, mg, mp, intervals)
-		within := func(got, want int) bool { return got >= want-2 && got <= want+2+want/10 }
+		within := func(got, want int) bool { return got >= want-2-want/10 && got <= want+2+want/10 } // the window cuts a poll on a loaded machine
 		if !within(lp, 2*intervals) || !within(lg, 4*intervals) || !within(mp, intervals) || !within(mg, intervals) {
-			t.Errorf("%s: counted requests off the formula (±2, +10%% for lost races)", n)
+			t.Errorf("%s: counted requests off the formula (±2 ±10%%: the window's edges, lost races)", n)
 		}
 	}
 	for _, d := range c.live() {
