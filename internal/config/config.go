@@ -80,35 +80,57 @@ type Sources struct {
 	EventlogObjects EventlogObjects `yaml:"eventlog_objects" mapstructure:"eventlog_objects" doc:"Salesforce objects polled with SOQL by a timestamp field: LoginHistory, SetupAuditTrail, stored real-time events such as LoginEvent, custom objects. Needs salesforce.auth_mode."`
 	EventLogFile    EventLogFile    `yaml:"eventlogfile" mapstructure:"eventlogfile" doc:"EventLogFile CSVs (Event Monitoring; the Daily free subset on orgs without Shield), one Loki entry per row. Needs salesforce.auth_mode."`
 	PubSub          PubSub          `yaml:"pubsub" mapstructure:"pubsub" doc:"The Salesforce Pub/Sub API (gRPC streaming): Real-Time Event Monitoring streams, platform events, Change Data Capture; one subscription per topic, one Loki entry per event. Needs salesforce.auth_mode."`
+	// Governance shared by the sources (docs/governance.md).
+	TransformSalt     string `yaml:"transform_salt" mapstructure:"transform_salt" default:"" doc:"The secret key of every hash transform (HMAC-SHA-256): without it a hash of a low-entropy value such as a user id can be reversed by hashing every candidate. Prefer transform_salt_file. Changing it changes every hashed value."`
+	TransformSaltFile string `yaml:"transform_salt_file" mapstructure:"transform_salt_file" default:"" doc:"A file holding transform_salt (trimmed); used when transform_salt is empty."`
+	AllowOverlap      bool   `yaml:"allow_overlap" mapstructure:"allow_overlap" default:"false" doc:"Allow one event category on more than one source (LoginEventStream on pubsub, LoginEvent in eventlog_objects, Login in eventlogfile): the same logins would be shipped two or three times. Left false, such a configuration is refused, and a \"*\" source skips the categories another source names."`
+}
+
+// Transform is one rule of a source's transforms, applied to each row in
+// order before its line, metadata and level are built.
+type Transform struct {
+	Action      string            `yaml:"action" mapstructure:"action" default:"" enum:"hash,mask,drop_field,regex_replace,drop_row" example:"hash" doc:"hash: the first 16 hex characters of HMAC-SHA-256(transform_salt, value). mask: an e-mail keeps its domain (***@acme.com), an IPv4 address its /24 (10.1.2.x), an IPv6 address its /48, anything else becomes ***. drop_field: the field is removed. regex_replace: pattern is replaced by replacement. drop_row: the row is not shipped when every match field matches (its checkpoint still moves)."`
+	Fields      []string          `yaml:"fields" mapstructure:"fields" default:"" example:"[USER_ID, \"*_IP\"]" doc:"The fields the action applies to (not drop_row): names or globs (* any characters, ? one) over a row's top-level field names, matched case-sensitively. A field a row lacks is left alone."`
+	Match       map[string]string `yaml:"match" mapstructure:"match" default:"" doc:"drop_row only: field name to glob over the field's text; the row is dropped when every field named is present and matches."`
+	Pattern     string            `yaml:"pattern" mapstructure:"pattern" default:"" doc:"regex_replace only: an RE2 regular expression, compiled at start (a bad one is refused)."`
+	Replacement string            `yaml:"replacement" mapstructure:"replacement" default:"" doc:"regex_replace only: the replacement, with $1 or ${name} for groups."`
+	Name        string            `yaml:"name" mapstructure:"name" default:"" doc:"The rule's name in sf2loki_rows_filtered_total{rule}; blank: <action>#<position from 1>."`
+	EventTypes  []string          `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Globs over the rows' event types (EventLogFile types, object names, Pub/Sub topics such as /event/LoginEventStream) the rule applies to; empty: every row of the source."`
 }
 
 // PubSub configures the Pub/Sub API source.
 type PubSub struct {
-	Topics              []string      `yaml:"topics" mapstructure:"topics" default:"" doc:"Topics such as /event/LoginEventStream, /event/My_Event__e or /data/AccountChangeEvent, or \"*\" for every *EventStream topic the org lists; empty disables the source. Checkpoint key pubsub:<topic> (the base64 replay id)."`
-	Include             []string      `yaml:"include" mapstructure:"include" default:"" doc:"Globs over topic names a topic must match (* matches any characters, / included); empty means every topic."`
-	Exclude             []string      `yaml:"exclude" mapstructure:"exclude" default:"" doc:"Globs over topic names to leave out, e.g. \"*ApiEventStream\"."`
-	ReplayPreset        string        `yaml:"replay_preset" mapstructure:"replay_preset" default:"LATEST" enum:"LATEST,EARLIEST,CUSTOM" doc:"Where a topic with no stored replay id starts: LATEST (new events only), EARLIEST (all retained events, up to 72h), CUSTOM (as LATEST). A stored replay id always wins; one Salesforce refuses as expired restarts the topic from EARLIEST."`
-	NumRequested        int           `yaml:"num_requested" mapstructure:"num_requested" default:"100" min:"1" max:"100" doc:"Events a subscription asks for at once (1 to 100). It asks for more once half have arrived and the pipeline took them: a full pipeline stops the requests, nothing is dropped."`
-	RediscoveryInterval time.Duration `yaml:"rediscovery_interval" mapstructure:"rediscovery_interval" default:"1h" min:"1m" max:"24h" zero:"allowed" doc:"How often \"*\" is listed again to subscribe to new topics; 0 lists once at start."`
-	StallTimeout        time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" min:"1s" max:"1h" doc:"A subscription that receives nothing (no events, no keepalive) for this long is reconnected from its last event. Salesforce sends a keepalive within 270s: keep this above that."`
-	BridgeMaxBytes      int           `yaml:"bridge_max_bytes" mapstructure:"bridge_max_bytes" default:"0" min:"0" max:"4294967296" doc:"The most bytes of events the realtime lane holds between the subscriptions and Loki; when it is full, subscriptions stop asking Salesforce for events (nothing is dropped). 0 uses sink.loki.batch.queue_bytes."`
-	Endpoint            string        `yaml:"endpoint" mapstructure:"endpoint" default:"api.pubsub.salesforce.com:7443" format:"hostport" doc:"The Pub/Sub API as host:port."`
-	Plaintext           bool          `yaml:"plaintext" mapstructure:"plaintext" default:"false" doc:"Connect without TLS. Only to a loopback endpoint (tests, a local proxy)."`
+	Topics              []string           `yaml:"topics" mapstructure:"topics" default:"" doc:"Topics such as /event/LoginEventStream, /event/My_Event__e or /data/AccountChangeEvent, or \"*\" for every *EventStream topic the org lists; empty disables the source. Checkpoint key pubsub:<topic> (the base64 replay id)."`
+	Include             []string           `yaml:"include" mapstructure:"include" default:"" doc:"Globs over topic names a topic must match (* matches any characters, / included); empty means every topic."`
+	Exclude             []string           `yaml:"exclude" mapstructure:"exclude" default:"" doc:"Globs over topic names to leave out, e.g. \"*ApiEventStream\"."`
+	ReplayPreset        string             `yaml:"replay_preset" mapstructure:"replay_preset" default:"LATEST" enum:"LATEST,EARLIEST,CUSTOM" doc:"Where a topic with no stored replay id starts: LATEST (new events only), EARLIEST (all retained events, up to 72h), CUSTOM (as LATEST). A stored replay id always wins; one Salesforce refuses as expired restarts the topic from EARLIEST."`
+	NumRequested        int                `yaml:"num_requested" mapstructure:"num_requested" default:"100" min:"1" max:"100" doc:"Events a subscription asks for at once (1 to 100). It asks for more once half have arrived and the pipeline took them: a full pipeline stops the requests, nothing is dropped."`
+	RediscoveryInterval time.Duration      `yaml:"rediscovery_interval" mapstructure:"rediscovery_interval" default:"1h" min:"1m" max:"24h" zero:"allowed" doc:"How often \"*\" is listed again to subscribe to new topics; 0 lists once at start."`
+	StallTimeout        time.Duration      `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" min:"1s" max:"1h" doc:"A subscription that receives nothing (no events, no keepalive) for this long is reconnected from its last event. Salesforce sends a keepalive within 270s: keep this above that."`
+	BridgeMaxBytes      int                `yaml:"bridge_max_bytes" mapstructure:"bridge_max_bytes" default:"0" min:"0" max:"4294967296" doc:"The most bytes of events the realtime lane holds between the subscriptions and Loki; when it is full, subscriptions stop asking Salesforce for events (nothing is dropped). 0 uses sink.loki.batch.queue_bytes."`
+	Endpoint            string             `yaml:"endpoint" mapstructure:"endpoint" default:"api.pubsub.salesforce.com:7443" format:"hostport" doc:"The Pub/Sub API as host:port."`
+	Plaintext           bool               `yaml:"plaintext" mapstructure:"plaintext" default:"false" doc:"Connect without TLS. Only to a loopback endpoint (tests, a local proxy)."`
+	Transforms          []Transform        `yaml:"transforms" mapstructure:"transforms" doc:"Rules applied in order to each row before it is shipped: hash, mask, drop_field, regex_replace, drop_row (docs/governance.md). A row's time and checkpoint come from the row as Salesforce sent it."`
+	Sample              map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"/event/ApiEventStream\": 0.25}" doc:"Glob over topics to the fraction of rows kept, 0 to 1; an exact name wins, else the longest glob that matches, and rows of no glob are all kept. Deterministic on the row's replay id, so a replay after a failover keeps the same rows."`
 }
 
 // EventLogFile configures the EventLogFile source.
 type EventLogFile struct {
-	EventTypes   []string      `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Event types to ingest (API, Login, ReportExport, …), or \"*\" for every type the org has; empty disables the source. Checkpoint key eventlogfile:<EventType>."`
-	Interval     string        `yaml:"interval" mapstructure:"interval" default:"auto" enum:"auto,Hourly,Daily" doc:"Which files: auto reads, per event type, the Hourly files where the org publishes them (Event Monitoring) and the Daily files elsewhere, never both for one period, switching at a day boundary when that changes (logged; /statusz eventlogfile_intervals). Hourly or Daily reads only those files."`
-	PollInterval time.Duration `yaml:"poll_interval" mapstructure:"poll_interval" default:"1h" min:"1m" max:"24h" doc:"How often new files are listed."`
-	Lookback     time.Duration `yaml:"lookback" mapstructure:"lookback" default:"24h" min:"1m" max:"8760h" doc:"How far back the first poll (no checkpoint yet) starts."`
-	SettleWindow time.Duration `yaml:"settle_window" mapstructure:"settle_window" default:"5m" min:"0s" max:"24h" doc:"Files younger than this wait for the next poll (and hold back later files of their type)."`
-	Concurrency  int           `yaml:"concurrency" mapstructure:"concurrency" default:"4" min:"1" max:"16" doc:"Event types downloaded at once."`
+	EventTypes   []string           `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Event types to ingest (API, Login, ReportExport, …), or \"*\" for every type the org has; empty disables the source. Checkpoint key eventlogfile:<EventType>."`
+	Interval     string             `yaml:"interval" mapstructure:"interval" default:"auto" enum:"auto,Hourly,Daily" doc:"Which files: auto reads, per event type, the Hourly files where the org publishes them (Event Monitoring) and the Daily files elsewhere, never both for one period, switching at a day boundary when that changes (logged; /statusz eventlogfile_intervals). Hourly or Daily reads only those files."`
+	PollInterval time.Duration      `yaml:"poll_interval" mapstructure:"poll_interval" default:"1h" min:"1m" max:"24h" doc:"How often new files are listed."`
+	Lookback     time.Duration      `yaml:"lookback" mapstructure:"lookback" default:"24h" min:"1m" max:"8760h" doc:"How far back the first poll (no checkpoint yet) starts."`
+	SettleWindow time.Duration      `yaml:"settle_window" mapstructure:"settle_window" default:"5m" min:"0s" max:"24h" doc:"Files younger than this wait for the next poll (and hold back later files of their type)."`
+	Concurrency  int                `yaml:"concurrency" mapstructure:"concurrency" default:"4" min:"1" max:"16" doc:"Event types downloaded at once."`
+	Transforms   []Transform        `yaml:"transforms" mapstructure:"transforms" doc:"Rules applied in order to each row before it is shipped: hash, mask, drop_field, regex_replace, drop_row (docs/governance.md). A row's time and checkpoint come from the row as Salesforce sent it."`
+	Sample       map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"API\": 0.25}" doc:"Glob over event types to the fraction of rows kept, 0 to 1; an exact name wins, else the longest glob that matches, and rows of no glob are all kept. Deterministic on the row's REQUEST_ID (else its whole row), so a replay after a failover keeps the same rows."`
 }
 
 // EventlogObjects configures SOQL polling.
 type EventlogObjects struct {
-	Objects []EventlogObject `yaml:"objects" mapstructure:"objects" doc:"The objects to poll; empty disables the source. Checkpoint key eventlog_objects:<name>."`
+	Objects    []EventlogObject   `yaml:"objects" mapstructure:"objects" doc:"The objects to poll; empty disables the source. Checkpoint key eventlog_objects:<name>."`
+	Transforms []Transform        `yaml:"transforms" mapstructure:"transforms" doc:"Rules applied in order to each row before it is shipped: hash, mask, drop_field, regex_replace, drop_row (docs/governance.md). A row's time and checkpoint come from the row as Salesforce sent it."`
+	Sample     map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"ApiEvent\": 0.25}" doc:"Glob over object names to the fraction of rows kept, 0 to 1; an exact name wins, else the longest glob that matches, and rows of no glob are all kept. Deterministic on the row's record Id, so a replay after a failover keeps the same rows."`
 }
 
 // EventlogObject is one polled object.
@@ -124,8 +146,10 @@ type EventlogObject struct {
 
 // Synthetic configures the synthetic source.
 type Synthetic struct {
-	Rate       int      `yaml:"rate" mapstructure:"rate" default:"0" min:"0" max:"1000000" doc:"Events per second; 0 disables the source."`
-	EventTypes []string `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Event types to generate, round robin; empty means LoginEvent and ApiEvent."`
+	Rate       int                `yaml:"rate" mapstructure:"rate" default:"0" min:"0" max:"1000000" doc:"Events per second; 0 disables the source."`
+	EventTypes []string           `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Event types to generate, round robin; empty means LoginEvent and ApiEvent."`
+	Transforms []Transform        `yaml:"transforms" mapstructure:"transforms" doc:"Rules applied in order to each row before it is shipped: hash, mask, drop_field, regex_replace, drop_row (docs/governance.md). A row's time and checkpoint come from the row as Salesforce sent it."`
+	Sample     map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"ApiEvent\": 0.25}" doc:"Glob over event types to the fraction of rows kept, 0 to 1; an exact name wins, else the longest glob that matches, and rows of no glob are all kept. Deterministic on the row's sequence number, so a replay after a failover keeps the same rows."`
 }
 
 // Sink configures where entries go.
@@ -148,6 +172,16 @@ type LokiSink struct {
 	MaxInFlight              int               `yaml:"max_in_flight" mapstructure:"max_in_flight" default:"16" min:"1" max:"64" doc:"Pushes each lane may have in the air at once: with pushes taking 150 ms, 16 batches of 1,000 entries move up to about 100,000 entries a second per lane. A key's checkpoint moves only once every earlier batch holding it was accepted, whatever order they land in. Batches in the air count against queue_bytes. 1 pushes one batch at a time."`
 	ReorderWindow            time.Duration     `yaml:"reorder_window" mapstructure:"reorder_window" default:"30m" min:"1s" max:"24h" zero:"allowed" doc:"A batch is pushed before an earlier one of its lane has landed only when its entries are at most this much newer than that batch's oldest: Loki refuses, per stream, entries older than the stream's newest by more than half its max_chunk_age (1h by default: keep this under it). 0 for a Loki with unordered_writes: false (a batch then overtakes only batches at least as new)."`
 	Batch                    Batch             `yaml:"batch" mapstructure:"batch" doc:"Batching and queue bounds, per lane (realtime streams and bulk downloads each get their own)."`
+	Egress                   Egress            `yaml:"egress" mapstructure:"egress" doc:"Bounds on what is shipped: rates (lossless: pushes wait) and a daily byte budget. All off by default (docs/governance.md)."`
+}
+
+// Egress bounds what is shipped to Loki.
+type Egress struct {
+	MaxLinesPerSecond int    `yaml:"max_lines_per_second" mapstructure:"max_lines_per_second" default:"0" min:"0" max:"100000000" doc:"Lines pushed per second at most (a token bucket holding one second's worth; pushes wait, nothing is lost); 0 is no limit."`
+	MaxBytesPerSecond int64  `yaml:"max_bytes_per_second" mapstructure:"max_bytes_per_second" default:"0" min:"0" max:"10737418240" doc:"Line bytes pushed per second at most (before compression; a token bucket like max_lines_per_second); 0 is no limit."`
+	DailyByteBudget   int64  `yaml:"daily_byte_budget" mapstructure:"daily_byte_budget" default:"0" min:"0" max:"1099511627776000" doc:"Line bytes (before compression) shipped per UTC day at most; 0 is no budget. Its use is kept in the checkpoint document (key egress:budget), so a restart or a new leader continues the day's count. A WARN at 80%."`
+	BudgetAction      string `yaml:"budget_action" mapstructure:"budget_action" default:"pause" enum:"pause,drop" doc:"When the day's budget is spent. pause: nothing more is pushed or committed until 00:00 UTC, then ingestion resumes where it stopped (sources wait; Pub/Sub keeps events 72h, EventLogFile files stay listed); /readyz says budget paused. drop: batches are discarded and their checkpoints move (counted in sf2loki_loki_entries_dropped_total{reason=\"budget\"}): those rows are never shipped."`
+	Scope             string `yaml:"scope" mapstructure:"scope" default:"org" enum:"org,deployment" doc:"With several orgs, org: each org gets the limits and budget above. deployment: they bound the whole deployment and each org gets an equal share (1/number of orgs), held by its shard's leader; an idle org's share is not lent to a busy one."`
 }
 
 // Batch shapes batches and bounds each lane's queue.

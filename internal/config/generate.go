@@ -108,7 +108,7 @@ func exampleItem(b *strings.Builder, indent string, fields []Field) {
 func yamlValue(f Field) string {
 	v := f.Default
 	switch {
-	case f.Type == "map of string":
+	case f.IsMap():
 		return "{}"
 	case f.Type == "list of string":
 		return "[]"

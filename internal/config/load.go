@@ -96,7 +96,7 @@ func Load(path string) (*Config, []string, error) {
 
 	v := viper.New()
 	for _, f := range schema() {
-		if !f.Section && !f.Item && f.Type != "map of string" && f.Type != "list of string" {
+		if !f.Section && !f.Item && !f.IsMap() && f.Type != "list of string" {
 			v.SetDefault(f.Path, f.Default)
 		}
 	}
@@ -235,16 +235,16 @@ func checkTree(m map[string]any, schemaPrefix, shown string, sugg *suggester) []
 				continue
 			}
 			problems = append(problems, checkTree(sub, path, show, sugg)...)
-		case f.Type == "map of string":
+		case f.IsMap():
 			sub, isMap := val.(map[string]any)
 			if !isMap {
-				add(show, "must be a mapping of names to strings, not %s", shapeOf(val))
+				add(show, "must be a mapping of names to %ss, not %s", strings.TrimPrefix(f.Type, "map of "), shapeOf(val))
 				delete(m, k)
 				continue
 			}
 			for _, name := range slices.Sorted(maps.Keys(sub)) {
 				if !scalar(sub[name]) {
-					add(show+"."+name, "must be a string, not %s", shapeOf(sub[name]))
+					add(show+"."+name, "must be a %s, not %s", strings.TrimPrefix(f.Type, "map of "), shapeOf(sub[name]))
 					delete(sub, name)
 				}
 			}
@@ -301,7 +301,7 @@ func checkListItems(items []any, list, shown string) []Problem {
 				sub, _ := lookup(item, rel).([]any)
 				problems = append(problems, checkListItems(sub, f.Path, at+"."+rel)...)
 				continue
-			case f.Section || f.Type == "map of string" || f.Type == "list of string":
+			case f.Section || f.IsMap() || f.Type == "list of string":
 				continue // checkTree checked their shape
 			}
 			parent, name := parentOf(item, rel)
@@ -355,7 +355,7 @@ func lookup(raw map[string]any, path string) any {
 func checkValues(v *viper.Viper) []Problem {
 	var problems []Problem
 	for _, f := range schema() {
-		if f.Section || f.Item || f.Type == "map of string" || f.Type == "list of string" {
+		if f.Section || f.Item || f.IsMap() || f.Type == "list of string" {
 			continue
 		}
 		msg := checkScalar(f, v.Get(f.Path))
@@ -559,7 +559,7 @@ var squashedKeys = sync.OnceValue(func() map[string]string {
 // a map key's path and the entry name, when it names an entry of a map.
 func mapEntry(path string) (field, key string, ok bool) {
 	for _, f := range schema() {
-		if f.Type == "map of string" && !f.Item {
+		if f.IsMap() && !f.Item {
 			if k, found := strings.CutPrefix(path, f.Path+"."); found && k != "" {
 				return f.Path, k, true
 			}

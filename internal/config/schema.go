@@ -168,6 +168,8 @@ func typeName(t reflect.Type) string {
 	switch {
 	case t == reflect.TypeFor[time.Duration]():
 		return "duration"
+	case t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Float64:
+		return "map of number"
 	case t.Kind() == reflect.Map:
 		return "map of string"
 	case t.Kind() == reflect.Slice:
@@ -291,3 +293,6 @@ func rangeHint(f Field) string {
 	}
 	return ""
 }
+
+// IsMap reports whether f is a map (of strings or of numbers).
+func (f Field) IsMap() bool { return strings.HasPrefix(f.Type, "map of ") }
