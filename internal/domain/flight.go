@@ -42,6 +42,15 @@ func newFlight(batch []ports.Entry, cost int64) *flight {
 	return f
 }
 
+// lineBytes is what f's lines weigh against the egress budget.
+func (f *flight) lineBytes() int64 {
+	var n int64
+	for _, e := range f.lines {
+		n += int64(len(e.Line))
+	}
+	return n
+}
+
 // consume batches the lane until it is closed and empty, pushing up to
 // MaxInFlight batches at once. After a fatal error or the end of the drain
 // (drain is done), batches are released uncommitted without a push, so
@@ -55,10 +64,15 @@ func (p *Pipeline) consume(drain context.Context, l *lane, q *commitQueue, poiso
 		batch, cost, open := p.collect(l)
 		if len(batch) > 0 {
 			f := newFlight(batch, cost)
+			// The governor admits batches in the lane's order, before they
+			// queue for a push.
+			l.live.governed.Store(true)
+			push, err := p.cfg.Egress.Admit(drain, len(f.lines), f.lineBytes())
+			l.live.governed.Store(false)
 			switch {
-			case !p.admit(drain, l, f):
+			case !p.admit(drain, l, f) || err != nil:
 				p.land(l, f, errAbandoned, q, poisoned)
-			case len(f.lines) == 0:
+			case len(f.lines) == 0 || !push: // a dropped batch moves its checkpoints
 				p.land(l, f, nil, q, poisoned)
 			default:
 				pushes.Go(func() { p.land(l, f, p.pushFlight(drain, l, f, fail), q, poisoned) })
@@ -162,6 +176,9 @@ func (p *Pipeline) land(l *lane, f *flight, err error, q *commitQueue, poisoned 
 				if e.Checkpoint.Key != "" && !poisoned.has(e.Checkpoint.Key) {
 					kv[e.Checkpoint.Key] = e.Checkpoint.Value
 				}
+			}
+			if v, ok := p.cfg.Egress.Value(); ok {
+				kv[EgressKey] = v
 			}
 			q.offer(kv)
 		} else {

@@ -64,7 +64,10 @@ type PipelineConfig struct {
 	// end of a run. 0 commits as soon as a batch is released (one write at
 	// a time, coalescing what is released meanwhile).
 	CommitInterval time.Duration
-	Logger         *slog.Logger
+	// Egress, if set, governs the pushes of both lanes (rates and a daily
+	// byte budget); its day's use is committed under EgressKey.
+	Egress *Egress
+	Logger *slog.Logger
 }
 
 // CheckpointWriter is what the pipeline commits through: the
@@ -225,6 +228,7 @@ func (p *poison) has(key string) bool {
 // earlier batch landed, and the committer writes what was released at most
 // once per CommitInterval, and at the end.
 func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, resume func(string) (string, bool), sources []ports.Source) error {
+	p.cfg.Egress.Restore(resume(EgressKey))
 	lanes := map[ports.Lane]*lane{
 		ports.LaneRealtime: newLane("realtime", p.cfg.Realtime, p.clock.Now()),
 		ports.LaneBulk:     newLane("bulk", p.cfg.Bulk, p.clock.Now()),
@@ -312,6 +316,8 @@ func newLane(name string, cfg LaneConfig, now time.Time) *lane {
 type liveness struct {
 	pending atomic.Int64
 	last    atomic.Int64 // UnixNano on the pipeline's clock
+	// governed is true while the lane waits on the egress governor.
+	governed atomic.Bool
 }
 
 func (l *liveness) progress(now time.Time) { l.last.Store(now.UnixNano()) }
@@ -339,7 +345,7 @@ func (p *Pipeline) watch(ctx context.Context, all []watched) error {
 		now := p.clock.Now()
 		for _, w := range all {
 			pending := w.live.pending.Load()
-			if pending == 0 {
+			if pending == 0 || w.live.governed.Load() { // a lane the egress governor holds is not stalled
 				w.live.progress(now)
 				continue
 			}
