@@ -149,6 +149,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	for _, o := range orgs {
 		c.validateOrg(o, add, addOnce, requiredFor)
 	}
+	c.checkOverlap(orgs, add)
 	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
 		switch {
 		case !slices.Contains(StaticLabels, k):
