@@ -244,6 +244,11 @@ func (d *Shard) ready(standbyOK bool) (int, string) {
 	case d.leading() && rejecting != "":
 		return http.StatusServiceUnavailable, fmt.Sprintf("leader: sink rejecting all entries (%s); holding the data uncommitted\n", rejecting)
 	case d.leading():
+		// A spent budget is the configured behaviour, not a fault: the
+		// leader stays ready and says so.
+		if until := d.budgetPaused(); until != "" {
+			return http.StatusOK, fmt.Sprintf("leader: budget paused until %s (sink.loki.egress.daily_byte_budget spent; nothing is pushed or committed until then)\n", until)
+		}
 		return http.StatusOK, "leader\n"
 	case st.Blocked != "":
 		return http.StatusServiceUnavailable, fmt.Sprintf("standby: blocked (%s): %s\n", st.Blocked, st.BlockedDetail)
@@ -283,6 +288,8 @@ type StatusReport struct {
 	// ELFIntervals is the interval (Hourly or Daily) each EventLogFile
 	// event type is read in.
 	ELFIntervals map[string]string `json:"eventlogfile_intervals,omitempty"`
+	// Egress is the daily byte budget's state, when one is set.
+	Egress *EgressReport `json:"egress,omitempty"`
 	// Org names the shard in Shards.
 	Org string `json:"org,omitempty"`
 	// Shards, with orgs configured, is each shard's report; Members the
@@ -352,6 +359,35 @@ func (d *Shard) status() StatusReport {
 				r.ELFIntervals = elf.Intervals()
 			}
 		}
+		if pw.egress != nil {
+			e := pw.egress.Status()
+			r.Egress = &EgressReport{Day: e.Day, UsedBytes: e.Used, BudgetBytes: e.Budget, Paused: e.Paused && d.leading()}
+			if r.Egress.Paused {
+				r.Egress.Until = e.Until.UTC().Format(time.RFC3339)
+			}
+		}
 	}
 	return r
+}
+
+// EgressReport is a shard's egress budget in /statusz.
+type EgressReport struct {
+	Day         string `json:"day"`
+	UsedBytes   int64  `json:"used_bytes"`
+	BudgetBytes int64  `json:"budget_bytes,omitempty"`
+	Paused      bool   `json:"paused,omitempty"`
+	Until       string `json:"paused_until,omitempty"`
+}
+
+// budgetPaused says, on the leader, until when the day's spent budget holds
+// the pushes ("" when it does not).
+func (d *Shard) budgetPaused() string {
+	pw, ok := d.workload.(*pipelineWorkload)
+	if !ok || pw.egress == nil {
+		return ""
+	}
+	if st := pw.egress.Status(); st.Paused {
+		return st.Until.UTC().Format(time.RFC3339)
+	}
+	return ""
 }

@@ -43,6 +43,9 @@ func newShard(cfg *config.Config, coord Coordinator, committer *domain.Checkpoin
 	d := &Shard{name: cfg.ShardName, cfg: cfg, coord: coord, committer: committer, state: state, workload: workload, telemetry: t,
 		log: log, clock: clk, resigned: map[string]time.Time{}, fail: func(error) {}}
 	d.gauges = t.Shard(cfg.ShardName, d.leading, func() string { return coord.Status().Blocked })
+	if pw, ok := workload.(*pipelineWorkload); ok && pw.egress != nil {
+		d.gauges.SetEgress(pw.egress)
+	}
 	return d
 }
 

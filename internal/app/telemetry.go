@@ -61,6 +61,41 @@ type Telemetry struct {
 	stalledAt    atomic.Int64 // unix nanoseconds of the last stall; 0 when none
 }
 
+// egressGauges exports each governed shard's daily budget from the start
+// (0 before anything was shipped), on every replica: the day's use as this
+// replica last knew it, paused only where it leads.
+func (t *Telemetry) egressGauges(m metric.Meter) error {
+	governed := func(o metric.Int64Observer, v func(*ShardTelemetry, domain.EgressStatus) int64) {
+		for _, s := range t.allShards() {
+			if g := s.egress.Load(); g != nil {
+				o.Observe(v(s, g.Status()), s.attrs())
+			}
+		}
+	}
+	var errs []error
+	for _, g := range []struct {
+		name, unit, desc string
+		v                func(*ShardTelemetry, domain.EgressStatus) int64
+	}{
+		{"sf2loki_egress_budget_used_bytes", "By", "Line bytes (before compression) shipped this UTC day against sink.loki.egress.daily_byte_budget, per shard.",
+			func(_ *ShardTelemetry, st domain.EgressStatus) int64 { return st.Used }},
+		{"sf2loki_egress_budget_bytes", "By", "The daily byte budget each shard's leader holds (0: none).",
+			func(_ *ShardTelemetry, st domain.EgressStatus) int64 { return st.Budget }},
+		{"sf2loki_egress_paused", "", "1 while the shard's leader holds its pushes until 00:00 UTC because the day's budget is spent (budget_action: pause).",
+			func(s *ShardTelemetry, st domain.EgressStatus) int64 {
+				if st.Paused && s.leading() {
+					return 1
+				}
+				return 0
+			}},
+	} {
+		_, err := m.Int64ObservableGauge(g.name, metric.WithDescription(g.desc), metric.WithUnit(g.unit),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error { governed(o, g.v); return nil }))
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // orgProbe is one org's token-endpoint state.
 type orgProbe struct {
 	org   string
@@ -76,7 +111,11 @@ type ShardTelemetry struct {
 	epoch   atomic.Int64
 	fenceOK atomic.Pointer[func() bool]
 	blocked atomic.Pointer[func() string]
+	egress  atomic.Pointer[domain.Egress] // nil: no egress governor
 }
+
+// SetEgress registers the shard's egress governor for its gauges.
+func (s *ShardTelemetry) SetEgress(g *domain.Egress) { s.egress.Store(g) }
 
 // Shard registers a shard's gauges: fenceOK makes its leader gauges read 0
 // whenever it reports false (the gauge follows the self-fencing deadline at
@@ -213,6 +252,7 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 			return nil
 		}))
 	errs = append(errs, err)
+	errs = append(errs, t.egressGauges(m))
 	counter := func(dst *metric.Int64Counter, name, desc string) {
 		var err error
 		*dst, err = m.Int64Counter(name, metric.WithDescription(desc))

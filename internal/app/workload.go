@@ -27,6 +27,8 @@ type pipelineWorkload struct {
 	// prepare, if set, runs before the pipeline (an org's id for its
 	// labels); it returns only once done or ctx ends.
 	prepare func(ctx context.Context) error
+	// egress governs the pushes (nil: no limits).
+	egress *domain.Egress
 }
 
 // Run implements Workload: resume positions come from the claimed
@@ -125,12 +127,38 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 		sink = view
 	}
 	realtime, bulk := laneConfigs(cfg)
-	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, StallTimeout: cfg.EffectiveStallTimeout(),
-		MaxInFlight: cfg.Sink.Loki.MaxInFlight, ReorderWindow: cfg.Sink.Loki.ReorderWindow, CommitInterval: cfg.EffectiveCommitInterval(), Logger: log})
+	egress, err := domain.NewEgress(clk, egressConfig(cfg, base.Stats, log))
 	if err != nil {
 		return nil, err
 	}
-	return &pipelineWorkload{pipeline: p, sources: sources, prepare: prepare}, nil
+	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, StallTimeout: cfg.EffectiveStallTimeout(),
+		MaxInFlight: cfg.Sink.Loki.MaxInFlight, ReorderWindow: cfg.Sink.Loki.ReorderWindow, CommitInterval: cfg.EffectiveCommitInterval(),
+		Egress: egress, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &pipelineWorkload{pipeline: p, sources: sources, prepare: prepare, egress: egress}, nil
+}
+
+// egressConfig is the shard's share of sink.loki.egress: all of it, or with
+// scope deployment an equal share per org.
+func egressConfig(cfg *config.Config, stats *loki.Stats, log *slog.Logger) domain.EgressConfig {
+	e := cfg.Sink.Loki.Egress
+	share := int64(1)
+	if e.Scope == "deployment" && cfg.OrgCount > 1 {
+		share = int64(cfg.OrgCount)
+	}
+	action := domain.BudgetPause
+	if e.BudgetAction == "drop" {
+		action = domain.BudgetDrop
+	}
+	return domain.EgressConfig{LinesPerSecond: float64(e.MaxLinesPerSecond) / float64(share), BytesPerSecond: float64(e.MaxBytesPerSecond) / float64(share),
+		DailyBytes: e.DailyByteBudget / share, Action: action, Logger: log,
+		OnDrop: func(entries int, _ int64) {
+			if stats != nil {
+				stats.Drop("budget", entries)
+			}
+		}}
 }
 
 // orgIDLabel asks the org's id (once) and sets it as the view's sf_org_id

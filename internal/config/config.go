@@ -22,6 +22,9 @@ type Config struct {
 	// ShardName is the org one shard serves: set by Shards on each copy in
 	// the orgs form, "" in the single-org form. Never loaded.
 	ShardName string `yaml:"-" mapstructure:"-"`
+	// OrgCount is how many orgs share the deployment: set by Shards (0 or 1
+	// in the single-org form). Never loaded.
+	OrgCount int `yaml:"-" mapstructure:"-"`
 }
 
 // Org is one entry of orgs: a Salesforce org and what to ingest from it.

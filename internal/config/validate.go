@@ -171,6 +171,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		warnings = append(warnings, fmt.Sprintf("service.stall_timeout %s is shorter than one batch can legitimately take "+
 			"(sink.loki.batch.max_wait + 5 push attempts of sink.loki.timeout + the checkpoint commit interval); the daemon uses %s", st, least))
 	}
+	warnings = append(warnings, c.egressWarnings()...)
 	if ct != CoordinateNoop && ct != CoordinateFileLease && c.State.Store == StoreFile {
 		warnings = append(warnings, fmt.Sprintf("coordinate.type %s with state.store file: every replica must mount the same state file on shared storage, "+
 			"or a new leader starts from its own stale checkpoints; use state.store s3 or gcs", ct))

@@ -142,7 +142,8 @@ func (e *RejectingError) Error() string {
 // Unwrap returns ErrRejectingAll.
 func (e *RejectingError) Unwrap() error { return ErrRejectingAll }
 
-// Dropped returns entries dropped by reason (bad_request, oversized_413).
+// Dropped returns entries dropped by reason (bad_request, oversized_413,
+// budget).
 func (s *Stats) Dropped() map[string]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -152,6 +153,10 @@ func (s *Stats) Dropped() map[string]int64 {
 	}
 	return out
 }
+
+// Drop counts n entries dropped for reason outside the sink (budget: the
+// egress governor's budget_action drop).
+func (s *Stats) Drop(reason string, n int) { s.drop(reason, n) }
 
 func (s *Stats) drop(reason string, n int) {
 	s.mu.Lock()
