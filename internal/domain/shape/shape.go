@@ -1,0 +1,577 @@
+package shape
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// The actions of a rule.
+const (
+	Hash         = "hash"
+	Mask         = "mask"
+	DropField    = "drop_field"
+	RegexReplace = "regex_replace"
+	DropRow      = "drop_row"
+)
+
+// Actions lists the actions in the order the documentation gives them.
+var Actions = []string{Hash, Mask, DropField, RegexReplace, DropRow}
+
+// Rule is one transform, as a source's transforms list gives it.
+type Rule struct {
+	// Action is Hash, Mask, DropField, RegexReplace or DropRow.
+	Action string
+	// Fields are the field names or globs the action applies to (every
+	// action but DropRow), matched case-sensitively against a row's
+	// top-level field names. A field a row lacks is left alone.
+	Fields []string
+	// Match (DropRow only) maps field names to globs over the field's
+	// text: a row is dropped when every field named is present and
+	// matches.
+	Match map[string]string
+	// Pattern (RegexReplace only) is an RE2 expression; Replacement
+	// replaces each match, with $1 or ${name} for groups.
+	Pattern, Replacement string
+	// Name names the rule in errors and in the Filtered counter; blank:
+	// <action>#<position from 1>.
+	Name string
+	// EventTypes are globs over the event types the rule applies to,
+	// matched without regard to case; empty: every event type.
+	EventTypes []string
+}
+
+// Config is a source's transforms and sampling.
+type Config struct {
+	// Rules apply in order to every row of the event types they name.
+	Rules []Rule
+	// Sample maps globs over event types (matched without regard to case)
+	// to the fraction of rows kept, 0 to 1: the event type's exact name
+	// wins, else the longest glob that matches it (of two as long, the
+	// one that sorts first), else every row is kept.
+	Sample map[string]float64
+	// Salt keys the hash action (HMAC-SHA-256). Empty is an empty key: a
+	// hash of a low-entropy value can then be reversed by hashing every
+	// candidate.
+	Salt string
+	// Filtered, if set, counts a row a DropRow rule dropped, by the rule's
+	// name.
+	Filtered func(rule string)
+	// SampledOut, if set, counts a row sampling left out, by event type.
+	SampledOut func(eventType string)
+}
+
+// Errors of a configuration New refuses: every one it returns wraps one of
+// them, as a *RuleError or a *SampleError.
+var (
+	ErrInvalidRule   = errors.New("invalid transform")
+	ErrInvalidSample = errors.New("invalid sample fraction")
+)
+
+// RuleError is what is wrong with one rule.
+type RuleError struct {
+	// Index is the rule's position in the list, from 0.
+	Index int
+	// Name is the rule's name, or its default <action>#<position from 1>.
+	Name string
+	// Key is the rule's key at fault: action, fields, match, pattern,
+	// replacement, name or event_types.
+	Key string
+	// Reason says what is wrong and what to do.
+	Reason string
+	// Err is the cause (a pattern's RE2 error), or nil.
+	Err error
+}
+
+func (e *RuleError) Error() string {
+	return fmt.Sprintf("transforms[%d] (%s): %s: %s", e.Index, e.Name, e.Key, e.Reason)
+}
+
+// Unwrap returns ErrInvalidRule and the cause.
+func (e *RuleError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalidRule, e.Err}
+	}
+	return []error{ErrInvalidRule}
+}
+
+// SampleError is what is wrong with one entry of a sample map.
+type SampleError struct {
+	// Key is the entry's glob.
+	Key string
+	// Reason says what is wrong and what to do.
+	Reason string
+}
+
+func (e *SampleError) Error() string { return fmt.Sprintf("sample %q: %s", e.Key, e.Reason) }
+
+// Unwrap returns ErrInvalidSample.
+func (e *SampleError) Unwrap() error { return ErrInvalidSample }
+
+// RuleName is the name a rule goes by: its Name, else <action>#<position
+// from 1> (index is from 0).
+func RuleName(r Rule, index int) string {
+	if r.Name != "" {
+		return r.Name
+	}
+	action := r.Action
+	if action == "" {
+		action = "transform"
+	}
+	return fmt.Sprintf("%s#%d", action, index+1)
+}
+
+// Validate returns every problem of cfg, each a *RuleError or a
+// *SampleError, in the order of the rules then of the sample's sorted
+// keys.
+func Validate(cfg Config) []error {
+	var errs []error
+	names := map[string]int{}
+	for i, r := range cfg.Rules {
+		name := RuleName(r, i)
+		bad := func(key, format string, args ...any) {
+			errs = append(errs, &RuleError{Index: i, Name: name, Key: key, Reason: fmt.Sprintf(format, args...)})
+		}
+		if j, dup := names[name]; dup {
+			bad("name", "transforms[%d] has the same name: give each rule its own name (it tells them apart in sf2loki_rows_filtered_total)", j)
+		}
+		names[name] = i
+		switch {
+		case r.Action == "":
+			bad("action", "required: one of %s", strings.Join(Actions, ", "))
+			continue
+		case !slices.Contains(Actions, r.Action):
+			bad("action", "%q is not one of %s", r.Action, strings.Join(Actions, ", "))
+			continue
+		}
+		if r.Action == DropRow {
+			if len(r.Fields) > 0 {
+				bad("fields", "drop_row does not read fields: name the fields to compare in match (field: glob)")
+			}
+			if len(r.Match) == 0 {
+				bad("match", "required by drop_row: the fields and the globs their text must match for the row to be dropped, e.g. {STATUS_CODE: \"200\"}")
+			}
+			for _, f := range slices.Sorted(maps.Keys(r.Match)) {
+				if f == "" {
+					bad("match", "an empty field name: name the field whose text is compared")
+				}
+			}
+		} else {
+			if len(r.Fields) == 0 {
+				bad("fields", "required by %s: the field names or globs (* any characters, ? one) it applies to", r.Action)
+			}
+			if slices.Contains(r.Fields, "") {
+				bad("fields", "an empty field name: write a name or a glob such as USER_* or *_IP")
+			}
+			if len(r.Match) > 0 {
+				bad("match", "only drop_row reads match; %s applies to fields", r.Action)
+			}
+		}
+		if r.Action == RegexReplace {
+			if r.Pattern == "" {
+				bad("pattern", "required by regex_replace: an RE2 regular expression")
+			} else if _, err := regexp.Compile(r.Pattern); err != nil {
+				errs = append(errs, &RuleError{Index: i, Name: name, Key: "pattern", Err: err,
+					Reason: fmt.Sprintf("%q is not an RE2 regular expression: %q (RE2 has no lookaround or backreferences)", r.Pattern, err.Error())})
+			}
+		} else {
+			if r.Pattern != "" {
+				bad("pattern", "only regex_replace reads pattern; remove it or make the action regex_replace")
+			}
+			if r.Replacement != "" {
+				bad("replacement", "only regex_replace reads replacement; remove it or make the action regex_replace")
+			}
+		}
+		if slices.Contains(r.EventTypes, "") {
+			bad("event_types", "an empty glob matches no event type: write a name or a glob such as *Event, or leave event_types out for every event type")
+		}
+	}
+	seen := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(cfg.Sample)) {
+		f := cfg.Sample[k]
+		switch {
+		case k == "":
+			errs = append(errs, &SampleError{Key: k, Reason: "an empty glob matches no event type: write a name or a glob such as *Event"})
+		case math.IsNaN(f) || f < 0 || f > 1:
+			errs = append(errs, &SampleError{Key: k, Reason: fmt.Sprintf("%v is not a fraction from 0 (keep none) to 1 (keep all)", f)})
+		}
+		low := strings.ToLower(k)
+		if other, dup := seen[low]; dup {
+			errs = append(errs, &SampleError{Key: k, Reason: fmt.Sprintf("the same glob as %q (event types are matched without regard to case): keep one", other)})
+		}
+		seen[low] = k
+	}
+	return errs
+}
+
+// maxPlans bounds the plans a Shaper caches (one per event type seen);
+// event types past it get a plan built on each call.
+const maxPlans = 4096
+
+// maxCachedNames bounds the field names a rule remembers the verdict of
+// its field globs for; names past it are matched on each row.
+const maxCachedNames = 4096
+
+// Shaper applies one source's transforms and sampling. It is safe for
+// concurrent use. A nil *Shaper does nothing.
+type Shaper struct {
+	source     string
+	rules      []*rule
+	exact      map[string]float64 // sample entries without a glob, by lower-case name
+	globs      []sampleGlob       // the others, longest first
+	hasher     *hasher
+	filtered   func(string)
+	sampledOut func(string)
+	plans      sync.Map // event type → *Plan
+	planCount  atomic.Int32
+}
+
+type sampleGlob struct {
+	glob     Glob // over lower-case names
+	fraction float64
+}
+
+// New validates cfg (every problem, joined, each wrapping ErrInvalidRule
+// or ErrInvalidSample and naming the rule by position and name) and
+// compiles it for source (its name in errors).
+func New(source string, cfg Config) (*Shaper, error) {
+	if errs := Validate(cfg); len(errs) > 0 {
+		return nil, fmt.Errorf("%s: %w", source, errors.Join(errs...))
+	}
+	s := &Shaper{source: source, hasher: newHasher([]byte(cfg.Salt)), exact: map[string]float64{},
+		filtered: cfg.Filtered, sampledOut: cfg.SampledOut}
+	if s.filtered == nil {
+		s.filtered = func(string) {}
+	}
+	if s.sampledOut == nil {
+		s.sampledOut = func(string) {}
+	}
+	for i, r := range cfg.Rules {
+		s.rules = append(s.rules, compile(r, i))
+	}
+	for k, f := range cfg.Sample {
+		low := strings.ToLower(k)
+		if IsGlob(low) {
+			s.globs = append(s.globs, sampleGlob{CompileGlob(low), f})
+		} else {
+			s.exact[low] = f
+		}
+	}
+	slices.SortFunc(s.globs, func(a, b sampleGlob) int {
+		return cmp.Or(cmp.Compare(len(b.glob.pattern), len(a.glob.pattern)), strings.Compare(a.glob.pattern, b.glob.pattern))
+	})
+	return s, nil
+}
+
+// Source is the name the Shaper was built for.
+func (s *Shaper) Source() string {
+	if s == nil {
+		return ""
+	}
+	return s.source
+}
+
+// For returns the plan of eventType: the rules whose event types match it,
+// in order, and its sample fraction. Plans are cached; nil for a nil
+// Shaper.
+func (s *Shaper) For(eventType string) *Plan {
+	if s == nil {
+		return nil
+	}
+	if p, ok := s.plans.Load(eventType); ok {
+		return p.(*Plan)
+	}
+	p := s.plan(eventType)
+	if s.planCount.Load() < maxPlans {
+		if prev, loaded := s.plans.LoadOrStore(eventType, p); loaded {
+			return prev.(*Plan)
+		}
+		s.planCount.Add(1)
+	}
+	return p
+}
+
+func (s *Shaper) plan(eventType string) *Plan {
+	low := strings.ToLower(eventType)
+	p := &Plan{shaper: s, eventType: eventType, keepAll: true}
+	for _, r := range s.rules {
+		if len(r.events) == 0 || slices.ContainsFunc(r.events, func(g Glob) bool { return g.Match(low) }) {
+			p.rules = append(p.rules, r)
+		}
+	}
+	f, ok := s.exact[low]
+	if !ok {
+		for _, g := range s.globs {
+			if g.glob.Match(low) {
+				f, ok = g.fraction, true
+				break
+			}
+		}
+	}
+	if ok && f < 1 {
+		p.keepAll = false
+		p.threshold = uint64(math.Ceil(f * sampleScale))
+	}
+	return p
+}
+
+// sampleScale is the resolution of a sample fraction: a row is kept when
+// its key's hash modulo sampleScale is below fraction × sampleScale.
+const sampleScale = 10000
+
+// Plan is what one event type's rows go through. A nil *Plan does nothing.
+type Plan struct {
+	shaper    *Shaper
+	eventType string
+	rules     []*rule
+	keepAll   bool
+	threshold uint64 // keep when hash % sampleScale < threshold
+}
+
+// Noop reports whether the plan leaves every row as it is: no rule and
+// every row kept. The sources skip a no-op plan without touching the row.
+func (p *Plan) Noop() bool { return p == nil || (len(p.rules) == 0 && p.keepAll) }
+
+// Sampling reports whether the plan keeps only some rows (Keep needs the
+// row's key).
+func (p *Plan) Sampling() bool { return p != nil && !p.keepAll }
+
+// Keep reports whether the row whose stable key is key is kept: when the
+// first 8 bytes of SHA-256(key), read as a big-endian unsigned integer,
+// modulo 10000, are below fraction × 10000. The same key is always kept or
+// always left out, by every replica and after every restart. A row left
+// out is counted (SampledOut). Fraction 1 keeps without hashing, 0 keeps
+// nothing.
+func (p *Plan) Keep(key string) bool {
+	if p == nil || p.keepAll {
+		return true
+	}
+	if p.threshold > 0 && sampleBucket(key) < p.threshold {
+		return true
+	}
+	p.shaper.sampledOut(p.eventType)
+	return false
+}
+
+// sampleBucket is key's place among the sampleScale buckets.
+func sampleBucket(key string) uint64 {
+	sum := sha256.Sum256([]byte(key))
+	return binary.BigEndian.Uint64(sum[:8]) % sampleScale
+}
+
+// Strings applies the plan's rules to an EventLogFile row, in place. It
+// returns false when a drop_row rule dropped the row (counted: Filtered).
+func (p *Plan) Strings(row map[string]string) bool {
+	if p == nil {
+		return true
+	}
+	h := p.shaper.hasher
+	for _, r := range p.rules {
+		if r.action == DropRow {
+			if r.matchStrings(row) {
+				p.shaper.filtered(r.name)
+				return false
+			}
+			continue
+		}
+		if len(r.globs) == 0 {
+			for _, f := range r.exact {
+				if v, ok := row[f]; ok {
+					if r.action == DropField {
+						delete(row, f)
+					} else {
+						row[f] = r.applyString(h, v)
+					}
+				}
+			}
+			continue
+		}
+		for k, v := range row {
+			if !r.wants(k) {
+				continue
+			}
+			if r.action == DropField {
+				delete(row, k)
+			} else {
+				row[k] = r.applyString(h, v)
+			}
+		}
+	}
+	return true
+}
+
+// Values applies the plan's rules to a decoded record (a SOQL row, a
+// Pub/Sub event), in place, by the rules for values that are not strings
+// (see the package documentation). It returns false when a drop_row rule
+// dropped the record (counted: Filtered).
+func (p *Plan) Values(rec map[string]any) bool {
+	if p == nil {
+		return true
+	}
+	h := p.shaper.hasher
+	for _, r := range p.rules {
+		if r.action == DropRow {
+			if r.matchValues(rec) {
+				p.shaper.filtered(r.name)
+				return false
+			}
+			continue
+		}
+		if len(r.globs) == 0 {
+			for _, f := range r.exact {
+				if v, ok := rec[f]; ok {
+					if r.action == DropField {
+						delete(rec, f)
+					} else {
+						rec[f] = r.applyValue(h, v)
+					}
+				}
+			}
+			continue
+		}
+		for k, v := range rec {
+			if !r.wants(k) {
+				continue
+			}
+			if r.action == DropField {
+				delete(rec, k)
+			} else {
+				rec[k] = r.applyValue(h, v)
+			}
+		}
+	}
+	return true
+}
+
+// rule is a compiled Rule.
+type rule struct {
+	action string
+	name   string
+	exact  []string // field names without a glob, once each
+	globs  []Glob   // field globs
+	// names caches, for a rule with field globs, whether a field name is
+	// one of the rule's (copy on write, at most maxCachedNames).
+	names  atomic.Pointer[map[string]bool]
+	match  []fieldGlob // drop_row
+	re     *regexp.Regexp
+	repl   string
+	events []Glob // over lower-case event types
+}
+
+type fieldGlob struct {
+	field string
+	glob  Glob
+}
+
+// compile compiles a validated rule.
+func compile(r Rule, index int) *rule {
+	c := &rule{action: r.Action, name: RuleName(r, index), repl: r.Replacement}
+	for _, f := range r.Fields {
+		switch {
+		case IsGlob(f):
+			c.globs = append(c.globs, CompileGlob(f))
+		case !slices.Contains(c.exact, f):
+			c.exact = append(c.exact, f)
+		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(r.Match)) {
+		c.match = append(c.match, fieldGlob{f, CompileGlob(r.Match[f])})
+	}
+	if r.Action == RegexReplace {
+		c.re = regexp.MustCompile(r.Pattern) // validated
+	}
+	for _, e := range r.EventTypes {
+		c.events = append(c.events, CompileGlob(strings.ToLower(e)))
+	}
+	return c
+}
+
+// wants reports whether field is one of the rule's fields.
+func (r *rule) wants(field string) bool {
+	cached := r.names.Load()
+	if cached != nil {
+		if w, ok := (*cached)[field]; ok {
+			return w
+		}
+	}
+	w := slices.Contains(r.exact, field) || slices.ContainsFunc(r.globs, func(g Glob) bool { return g.Match(field) })
+	var next map[string]bool
+	switch {
+	case cached == nil:
+		next = map[string]bool{}
+	case len(*cached) < maxCachedNames:
+		next = maps.Clone(*cached)
+	default:
+		return w
+	}
+	next[field] = w
+	r.names.CompareAndSwap(cached, &next) // a lost race only leaves this name uncached
+	return w
+}
+
+// applyString is the action on a string.
+func (r *rule) applyString(h *hasher, v string) string {
+	switch r.action {
+	case Hash:
+		if v == "" {
+			return v
+		}
+		return h.sum(v)
+	case Mask:
+		return maskString(v)
+	case RegexReplace:
+		return r.re.ReplaceAllString(v, r.repl)
+	}
+	return v
+}
+
+// applyValue is the action on a decoded value.
+func (r *rule) applyValue(h *hasher, v any) any {
+	if s, ok := v.(string); ok {
+		return r.applyString(h, s)
+	}
+	t, ok := text(v)
+	if !ok {
+		return v // nil: nothing to hide
+	}
+	switch r.action {
+	case Hash:
+		return h.sum(t)
+	case Mask:
+		return masked
+	case RegexReplace:
+		if out := r.re.ReplaceAllString(t, r.repl); out != t {
+			return out
+		}
+	}
+	return v
+}
+
+func (r *rule) matchStrings(row map[string]string) bool {
+	for _, m := range r.match {
+		v, ok := row[m.field]
+		if !ok || !m.glob.Match(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *rule) matchValues(rec map[string]any) bool {
+	for _, m := range r.match {
+		t, ok := text(rec[m.field])
+		if !ok || !m.glob.Match(t) {
+			return false
+		}
+	}
+	return true
+}
