@@ -222,6 +222,7 @@ type LeaseKeeper struct {
 	holdWhy    string        // after Resign: why
 	ttlWarned  string        // the holder/ttl last warned about
 	free       bool          // standby: the last read found the lease claimable
+	told       LeaseRecord   // the holder and epoch last reported (EventObserved) or won
 	resign     chan resignation
 }
 
@@ -371,6 +372,8 @@ type claimDecision struct {
 	epoch  uint64        // the superseded lease's epoch (0 if none or unknown)
 	wait   time.Duration // when to look again if not claiming
 	reason string
+	// observed, when set, reports a holder or an epoch not reported before.
+	observed *Event
 }
 
 // decide judges one read of the lease. k.mu held.
@@ -414,14 +417,42 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 	}
 	held := now.Sub(k.seenAt)
 	what := fmt.Sprintf("held by %q", rec.Holder)
+	var observed *Event
 	if derr != nil {
 		what = fmt.Sprintf("unreadable (%v)", derr)
+	} else {
+		observed = k.noteHolderLocked(rec)
 	}
 	if held < ttl {
-		return claimDecision{wait: min(r, ttl-held), reason: fmt.Sprintf("lease %s, unchanged for %s of %s", what, held, ttl)}
+		return claimDecision{wait: min(r, ttl-held), reason: fmt.Sprintf("lease %s, unchanged for %s of %s", what, held.Round(time.Millisecond), ttl),
+			observed: observed}
 	}
 	return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch,
-		reason: fmt.Sprintf("lease %s is stale: unchanged for %s", what, held)}
+		reason: fmt.Sprintf("lease %s is stale: unchanged for %s", what, held.Round(time.Millisecond)), observed: observed}
+}
+
+// noteHolderLocked returns the EventObserved that reports rec's holder and
+// epoch when they differ from the ones last reported (or won), else nil.
+// k.mu held.
+func (k *LeaseKeeper) noteHolderLocked(rec LeaseRecord) *Event {
+	if rec.Holder == k.told.Holder && rec.Epoch == k.told.Epoch {
+		return nil
+	}
+	why := "the first read of the lease by this process"
+	switch {
+	case k.told.Holder == "":
+	case k.told.Instance == k.cfg.Instance:
+		why = fmt.Sprintf("taken over from this process (epoch %d)", k.told.Epoch)
+	default:
+		why = fmt.Sprintf("was held by %s (epoch %d)", k.told.Holder, k.told.Epoch)
+	}
+	if rec.Holder == k.cfg.Holder {
+		why += fmt.Sprintf("; the holder is this replica's id in an earlier process (instance %s), taken over once the lease is unchanged for ttl", rec.Instance)
+	}
+	k.told = rec
+	ev := k.event(EventObserved, rec.Epoch, why)
+	ev.LeaseHolder = rec.Holder
+	return &ev
 }
 
 func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
@@ -446,6 +477,9 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 	holding := now.Before(k.holdUntil)
 	holdWhy := k.holdWhy
 	k.mu.Unlock()
+	if d.observed != nil {
+		k.emit(*d.observed)
+	}
 	switch {
 	case err != nil && !errors.Is(err, ports.ErrNotFound) && !ports.IsTransient(err) && ctx.Err() == nil:
 		k.setBlocked(BlockedLeaseUnreadable, fmt.Sprintf("reading the lease %s fails: %v; fix the store's permissions or the coordinate settings (sf2loki doctor checks them)", k.cas, err))
@@ -515,6 +549,7 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 	k.observedAt = k.clock.Now()
 	k.maxEpoch = max(k.maxEpoch, epoch)
 	k.seen = false
+	k.told = rec
 	k.mu.Unlock()
 	events := []Event{}
 	if res.recovered {
@@ -523,7 +558,6 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 	ev := k.event(EventAcquired, epoch, d.reason)
 	ev.Attempts = res.attempts
 	k.emit(append(events, ev)...)
-	k.log.Info("lease acquired", "epoch", epoch, "reason", d.reason)
 	return StepResult{Role: RoleLeader, Transition: TransitionAcquired, Epoch: epoch,
 		Next: k.untilNextRenewal(res.sentAt), Reason: d.reason}
 }
@@ -599,7 +633,6 @@ func (k *LeaseKeeper) renew(ctx context.Context) StepResult {
 		ev.Err = err
 		k.mu.Unlock()
 		k.emit(ev)
-		k.log.Warn("leadership lost", "epoch", epoch, "error", err)
 		return StepResult{Role: RoleStandby, Transition: TransitionLost, Next: k.cfg.RenewInterval, Reason: ev.Reason, Err: err}
 	case ctx.Err() != nil:
 		k.mu.Unlock()
@@ -666,16 +699,19 @@ func (k *LeaseKeeper) Expire() bool {
 	ev := k.demoteLocked(EventFenced, "self-fencing deadline passed without a successful renewal")
 	k.mu.Unlock()
 	k.emit(ev)
-	k.log.Warn("leadership fenced: no successful renewal before the deadline", "epoch", ev.Epoch)
 	return true
 }
 
 // Release ends leadership and writes the lease with an empty holder and the
 // same epoch, so a standby takes over at its next poll instead of after a
 // full ttl. It is a no-op on a standby that never led.
-func (k *LeaseKeeper) Release(ctx context.Context) error { return k.release(ctx, "stopping") }
+func (k *LeaseKeeper) Release(ctx context.Context) error {
+	return k.release(ctx, "stopping", "released on graceful stop")
+}
 
-func (k *LeaseKeeper) release(ctx context.Context, reason string) error {
+// release ends leadership as planned (EventLost, Graceful, for reason) and
+// releases the lease (EventReleased, for released).
+func (k *LeaseKeeper) release(ctx context.Context, reason, released string) error {
 	k.mu.Lock()
 	if k.version == "" {
 		k.mu.Unlock()
@@ -691,6 +727,7 @@ func (k *LeaseKeeper) release(ctx context.Context, reason string) error {
 	var lost Event
 	if wasLeader {
 		lost = k.demoteLocked(EventLost, reason)
+		lost.Graceful = true
 	}
 	k.version = ""
 	k.leaseRec = rec
@@ -703,10 +740,9 @@ func (k *LeaseKeeper) release(ctx context.Context, reason string) error {
 		k.log.Warn("could not release the lease; a standby takes over after ttl", "epoch", epoch, "error", err)
 		return fmt.Errorf("release %s: %w", k.cas, err)
 	}
-	ev := k.event(EventReleased, epoch, "released on graceful stop")
+	ev := k.event(EventReleased, epoch, released)
 	ev.Attempts = res.attempts
 	k.emit(ev)
-	k.log.Info("lease released", "epoch", epoch)
 	return nil
 }
 
@@ -794,11 +830,11 @@ func (k *LeaseKeeper) resignNow(ctx context.Context, cb Callbacks, lead *leaderT
 	k.mu.Lock()
 	k.holdUntil, k.holdWhy = k.clock.Now().Add(r.holdOff), fmt.Sprintf("resigned leadership (%s); contending again after %s", r.reason, r.holdOff)
 	k.mu.Unlock()
-	k.log.Warn("resigning leadership so that another replica can take over", "epoch", epoch, "reason", r.reason, "hold_off", r.holdOff)
+	k.log.Info("resigning leadership so that another replica can take over: draining", "epoch", epoch, "reason", r.reason, "hold_off", r.holdOff)
 	// The work drains (its last commits land) while the lease is renewed,
 	// as on a graceful stop; then the lease is released.
 	k.drainRenewing(ctx, cb, Loss{Epoch: epoch, Reason: r.reason})
-	if err := k.release(context.WithoutCancel(ctx), "resigned: "+r.reason); err != nil {
+	if err := k.release(context.WithoutCancel(ctx), "resigned: "+r.reason, "released after resigning ("+r.reason+")"); err != nil {
 		k.log.Warn("release after resigning failed; another replica takes over after ttl", "error", err)
 	}
 	return k.cfg.RenewInterval

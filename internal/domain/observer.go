@@ -19,7 +19,8 @@ const (
 	// the self-fencing deadline.
 	EventRenewFailed EventKind = "renew_failed"
 	// EventLost: leadership ended because another process took the lease (a
-	// lost compare-and-swap) or on graceful stop (Reason says which).
+	// lost compare-and-swap), or as planned on a graceful stop or a
+	// resignation (Graceful; Reason says which).
 	EventLost EventKind = "lost"
 	// EventFenced: leadership ended because the self-fencing deadline passed
 	// without a successful renewal.
@@ -27,6 +28,10 @@ const (
 	// EventReleased: the lease was released on graceful stop (holder cleared,
 	// epoch kept) so a standby can take over at once.
 	EventReleased EventKind = "released"
+	// EventObserved: a standby read the lease held by another process
+	// (LeaseHolder, at Epoch): reported at its first such read and whenever
+	// the holder or the epoch changes, not at every poll.
+	EventObserved EventKind = "observed"
 	// EventLostRace: an acquisition attempt lost its compare-and-swap.
 	EventLostRace EventKind = "lost_race"
 	// EventRecoveredLostAck: a retried write failed its precondition, but
@@ -68,6 +73,11 @@ type Event struct {
 	Duration time.Duration
 	// Err is the error behind a failure event.
 	Err error
+	// LeaseHolder is the lease's holder as a standby read it (EventObserved).
+	LeaseHolder string
+	// Graceful is true when leadership ends as planned (EventLost on a
+	// graceful stop or a resignation): the lease is released next.
+	Graceful bool
 }
 
 // Observer receives the core's events. Implementations must be fast and
