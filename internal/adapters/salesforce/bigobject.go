@@ -80,10 +80,13 @@ func rowKey(o ObjectSpec, rec map[string]any) string {
 // The rows (not before the cut, not carried by the cursor) form one window,
 // emitted ascending by (timestamp, key); every entry carries the
 // checkpoint from before the window except the last, which carries the
-// advanced one, so a stop midway advances nothing. The window holds at
-// most MaxCatchupRecords rows: the oldest ones above the watermark. When
-// more are waiting, the newer ones are left, with a WARN, for the next
-// polls, which continue from the window's end: nothing is skipped.
+// advanced one, so a stop midway advances nothing. Rows the transforms
+// drop or sampling leaves out stay in the window and emit nothing; when
+// the last one is such a row, a checkpoint-only entry carries the advance.
+// The window holds at most MaxCatchupRecords rows: the oldest ones above
+// the watermark. When more are waiting, the newer ones are left, with a
+// WARN, for the next polls, which continue from the window's end: nothing
+// is skipped.
 func (s *SOQLSource) bigCycle(ctx context.Context, o ObjectSpec, cur *cursor, emit func(ports.Entry) error) error {
 	cut := cur.last.Add(-o.Settle)
 	carriedIDs := make(map[string]bool, len(cur.IDs))
@@ -91,12 +94,21 @@ func (s *SOQLSource) bigCycle(ctx context.Context, o ObjectSpec, cur *cursor, em
 		carriedIDs[id] = true
 	}
 	w := &window{max: o.MaxCatchupRecords}
+	plan := s.Shaper.For(o.Name)
 	// recent holds the keys of the rows read in the second a page ended
 	// in: the only rows a later query reads again.
 	recent := map[string]bool{}
 	take := func(rows []row) error {
 		for _, r := range rows {
 			if r.t.Before(cut) || carriedIDs[r.key] || recent[r.key] {
+				continue
+			}
+			delete(r.rec, "attributes")
+			if !plan.Noop() && (!plan.Keep(r.key) || !plan.Values(r.rec)) {
+				// Left out: it moves the cursor with the window, emits
+				// nothing. (A row the window then evicts is read, and
+				// counted, again by a later poll.)
+				w.add(&held{key: r.key, t: r.t, ts: r.ts, left: true})
 				continue
 			}
 			line, level, err := render(r.rec)
@@ -175,6 +187,14 @@ func (s *SOQLSource) bigCycle(ctx context.Context, o ObjectSpec, cur *cursor, em
 		if i == len(rows)-1 {
 			cp = after.encode()
 		}
+		if r.left {
+			if i == len(rows)-1 { // the window's end still moves the cursor
+				if err := emit(ports.Entry{CheckpointOnly: true, Checkpoint: ports.Checkpoint{Key: SOQLKeyPrefix + o.Name, Value: cp}}); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if err := emit(s.entry(o, r.line, r.level, r.t, cp)); err != nil {
 			return err
 		}
@@ -236,6 +256,9 @@ type held struct {
 	key, ts     string
 	t           time.Time
 	line, level string
+	// left: the transforms dropped the row or sampling left it out (no
+	// line).
+	left bool
 }
 
 func older(a, b *held) bool { return cmp.Or(a.t.Compare(b.t), strings.Compare(a.key, b.key)) < 0 }

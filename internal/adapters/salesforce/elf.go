@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -39,6 +40,10 @@ type ELFSpec struct {
 	// type's poll so no later file moves the watermark past it.
 	SettleWindow time.Duration
 	Concurrency  int
+	// Shaper transforms and samples the rows (nil: every row as read). A
+	// row left out emits nothing, but its file still moves the checkpoint;
+	// an entry's time comes from the row as read.
+	Shaper *shape.Shaper
 }
 
 // ELFKeyPrefix prefixes the checkpoint keys: eventlogfile:<EventType>.
@@ -450,9 +455,20 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 		return fmt.Errorf("salesforce: EventLogFile %s came with Content-Encoding %q; sf2loki asks for gzip and reads gzip or identity only", f.id, enc)
 	}
 	// One row of look-ahead: a row is emitted when the next one is read,
-	// so the last row can carry the advanced checkpoint.
+	// so the last row can carry the advanced checkpoint. A row the
+	// transforms drop or sampling leaves out is skipped: when no row is
+	// left, the file is as one without rows.
 	var held *ports.Entry
+	plan := s.spec.Shaper.For(t)
 	err = ReadEventLogFile(body, func(r Row) error {
+		if !plan.Noop() {
+			if plan.Sampling() && !plan.Keep(elfSampleKey(r.Fields)) {
+				return nil
+			}
+			if !plan.Strings(r.Fields) {
+				return nil
+			}
+		}
 		e, err := elfEntry(t, r, f.logDate, key, before)
 		if err != nil {
 			return err
@@ -481,6 +497,16 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 	}
 	*pos = after
 	return nil
+}
+
+// elfSampleKey is what sampling decides a row by: its REQUEST_ID, else
+// the whole row as read (its JSON, keys sorted).
+func elfSampleKey(fields map[string]string) string {
+	if id := fields["REQUEST_ID"]; id != "" {
+		return id
+	}
+	b, _ := json.Marshal(fields)
+	return string(b)
 }
 
 // elfEntry is a row's entry. A row without TIMESTAMP_DERIVED or TIMESTAMP

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -50,6 +51,12 @@ type SOQLSource struct {
 	// GarbageCheckpoint counts unreadable stored checkpoints (each falls
 	// back to the lookback window).
 	GarbageCheckpoint func()
+	// Shaper transforms and samples the rows, by object name (nil: every
+	// row as read); set before Run. Sampling decides by the row's key (an
+	// ordinary object's Id, a big object's EventIdentifier). A row left out
+	// emits nothing but still moves the cursor; an entry's time comes from
+	// the row as read.
+	Shaper *shape.Shaper
 
 	mu             sync.Mutex
 	throttledUntil time.Time
@@ -264,10 +271,23 @@ func (s *SOQLSource) rows(o ObjectSpec, recs []map[string]any) ([]row, error) {
 // page continues from the start of its last row's second, or, when the
 // whole page lies in one second, that second is read whole, by Id, and the
 // drain goes on from the next.
-func (s *SOQLSource) cycle(ctx context.Context, o ObjectSpec, cur *cursor, emit func(ports.Entry) error) error {
+//
+// A row the transforms drop or sampling leaves out moves the cursor and
+// emits nothing; the next entry carries the cursor past it, or, when no
+// entry follows in the poll, a checkpoint-only entry at its end.
+func (s *SOQLSource) cycle(ctx context.Context, o ObjectSpec, cur *cursor, emit func(ports.Entry) error) (err error) {
 	if o.big {
 		return s.bigCycle(ctx, o, cur, emit)
 	}
+	plan := s.Shaper.For(o.Name)
+	unsent := false // the cursor moved past a row left out, and no entry carries it yet
+	defer func() {
+		if unsent {
+			if e := emit(ports.Entry{CheckpointOnly: true, Checkpoint: ports.Checkpoint{Key: SOQLKeyPrefix + o.Name, Value: cur.encode()}}); err == nil {
+				err = e
+			}
+		}
+	}()
 	cut := cur.last.Add(-o.Settle)
 	seen := map[string]bool{}
 	for _, id := range cur.IDs {
@@ -284,6 +304,12 @@ func (s *SOQLSource) cycle(ctx context.Context, o ObjectSpec, cur *cursor, emit 
 				cur.last, cur.LastTS = r.t, r.ts
 			}
 			cur.IDs = carried(cur.IDs, r.key)
+			emitted++ // rows read past, left out or not: the bound of one poll's work
+			delete(r.rec, "attributes")
+			if !plan.Noop() && (!plan.Keep(r.key) || !plan.Values(r.rec)) {
+				unsent = true
+				continue
+			}
 			line, level, err := render(r.rec)
 			if err != nil {
 				return err
@@ -291,7 +317,7 @@ func (s *SOQLSource) cycle(ctx context.Context, o ObjectSpec, cur *cursor, emit 
 			if err := emit(s.entry(o, line, level, r.t, cur.encode())); err != nil {
 				return err
 			}
-			emitted++
+			unsent = false
 		}
 		return nil
 	}

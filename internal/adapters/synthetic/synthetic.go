@@ -2,7 +2,7 @@
 // (LoginEvent-, ApiEvent-like JSON) at a steady rate, with a sequence
 // checkpoint per event type: for the demo, soak tests and benchmarks.
 //
-// Imports: internal/ports and log/slog.
+// Imports: internal/ports, internal/domain/shape and log/slog.
 package synthetic
 
 import (
@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -34,6 +35,10 @@ type Config struct {
 	// GarbageCheckpoint, if set, counts an unreadable stored sequence (the
 	// event type starts from 1).
 	GarbageCheckpoint func()
+	// Shaper transforms and samples the events, by event type (nil: every
+	// event as generated). Sampling decides by the sequence number
+	// (decimal). An event left out is a checkpoint-only entry.
+	Shaper *shape.Shaper
 }
 
 // CheckSequence reports whether v is a sequence the source can resume
@@ -97,6 +102,10 @@ func (s *Source) Run(ctx context.Context, resume func(string) (string, bool), em
 			seq[i], _ = strconv.ParseUint(v, 10, 64)
 		}
 	}
+	plans := make([]*shape.Plan, len(seq))
+	for i, et := range s.cfg.EventTypes {
+		plans[i] = s.cfg.Shaper.For(et)
+	}
 	interval := time.Duration(float64(time.Second) / s.cfg.Rate)
 	tick := time.NewTicker(max(interval, time.Microsecond))
 	defer tick.Stop()
@@ -107,13 +116,15 @@ func (s *Source) Run(ctx context.Context, resume func(string) (string, bool), em
 		case <-tick.C:
 		}
 		seq[i]++
-		if err := emit(s.event(s.cfg.EventTypes[i], seq[i])); err != nil {
+		if err := emit(s.event(s.cfg.EventTypes[i], seq[i], plans[i])); err != nil {
 			return nil //nolint:nilerr // emit fails only once the pipeline stops the source
 		}
 	}
 }
 
-func (s *Source) event(eventType string, seq uint64) ports.Entry {
+// event is one generated event, through plan. Its user_id metadata is the
+// UserId the plan left (none once dropped).
+func (s *Source) event(eventType string, seq uint64, plan *shape.Plan) ports.Entry {
 	now := s.cfg.Now().UTC()
 	user := fmt.Sprintf("005xx%010d", seq%97)
 	body := map[string]any{
@@ -130,13 +141,21 @@ func (s *Source) event(eventType string, seq uint64) ports.Entry {
 		body["RowsProcessed"] = seq % 2000
 		body["QueriedEntities"] = "Account"
 	}
-	line, _ := json.Marshal(body)
 	seqStr := strconv.FormatUint(seq, 10)
+	cp := ports.Checkpoint{Key: KeyPrefix + eventType, Value: seqStr}
+	if !plan.Noop() && (!plan.Keep(seqStr) || !plan.Values(body)) {
+		return ports.Entry{CheckpointOnly: true, Checkpoint: cp}
+	}
+	line, _ := json.Marshal(body)
+	md := map[string]string{"sequence": seqStr}
+	if u, ok := body["UserId"].(string); ok {
+		md["user_id"] = u
+	}
 	return ports.Entry{
 		Time:       now,
 		Labels:     map[string]string{"source": "synthetic", "event_type": eventType},
 		Line:       string(line),
-		Metadata:   map[string]string{"user_id": user, "sequence": seqStr},
-		Checkpoint: ports.Checkpoint{Key: KeyPrefix + eventType, Value: seqStr},
+		Metadata:   md,
+		Checkpoint: cp,
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
+	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -84,6 +86,11 @@ type Spec struct {
 	APIVersion string
 	// MaxBackoff caps the reconnect backoff (default 30s, from 1s).
 	MaxBackoff time.Duration
+	// Shaper transforms and samples the events, by topic (nil: every event
+	// as decoded). Sampling decides by the replay id (lower-case hex). An
+	// event left out is committed with a checkpoint-only entry; an entry's
+	// time comes from the event as decoded.
+	Shaper *shape.Shaper
 }
 
 // Hooks count what the source survives; nil hooks are skipped.
@@ -113,8 +120,8 @@ type Source struct {
 	schemas *schemas
 	clock   ports.Clock
 	log     *slog.Logger
-	include []*regexp.Regexp
-	exclude []*regexp.Regexp
+	include []shape.Glob
+	exclude []shape.Glob
 	untimed sync.Map // topics whose untimed event was logged
 	// Hooks are set before Run.
 	Hooks Hooks
@@ -183,20 +190,18 @@ var topicName = regexp.MustCompile(`^/(event|data)/[A-Za-z0-9_]+$`)
 // /data/<Name>.
 func ValidTopic(t string) bool { return topicName.MatchString(t) }
 
-// globs compiles topic globs: * matches any run of characters, ? one.
-func globs(patterns []string) []*regexp.Regexp {
-	out := make([]*regexp.Regexp, 0, len(patterns))
+// globs compiles topic globs: * matches any run of characters, ? one
+// (shape.Glob, the transforms' globs).
+func globs(patterns []string) []shape.Glob {
+	out := make([]shape.Glob, 0, len(patterns))
 	for _, p := range patterns {
-		re := regexp.QuoteMeta(p)
-		re = strings.ReplaceAll(re, `\*`, `.*`)
-		re = strings.ReplaceAll(re, `\?`, `.`)
-		out = append(out, regexp.MustCompile("^"+re+"$"))
+		out = append(out, shape.CompileGlob(p))
 	}
 	return out
 }
 
-func matchAny(res []*regexp.Regexp, s string) bool {
-	return slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(s) })
+func matchAny(gs []shape.Glob, s string) bool {
+	return slices.ContainsFunc(gs, func(g shape.Glob) bool { return g.Match(s) })
 }
 
 // Name implements ports.Source.
@@ -592,8 +597,9 @@ func (s *Source) streamErr(ctx context.Context, stream grpc.BidiStreamingClient[
 }
 
 // handle decodes one event and emits it; an undecodable one is skipped
-// and counted, its replay id committed with a checkpoint-only entry. A
-// schema that cannot be fetched ends the stream (the event replays).
+// and counted, its replay id committed with a checkpoint-only entry, and
+// so is one the transforms drop or sampling leaves out. A schema that
+// cannot be fetched ends the stream (the event replays).
 //
 // Every copy of an event must be the same entry, so that the duplicates a
 // failover replays collapse in Loki: labels, line and level come from the
@@ -626,6 +632,17 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 			s.log.Warn("pubsub: an event carries no time (no ChangeEventHeader.commitTimestamp, EventDate, CreatedDate or other datetime field) and follows none that does; "+
 				"it is stamped with the time it arrived, so a copy replayed after a failover may be stored twice",
 				"topic", topic, "event", ev.GetEvent().GetId())
+		}
+	}
+	if plan := s.spec.Shaper.For(topic); !plan.Noop() {
+		key := ""
+		if plan.Sampling() {
+			key = hex.EncodeToString(ev.GetReplayId())
+		}
+		if !plan.Keep(key) || !plan.Values(rec) {
+			// Dropped or sampled out: its replay id still moves the
+			// checkpoint.
+			return emit(ports.Entry{CheckpointOnly: true, Checkpoint: cp})
 		}
 	}
 	line, err := json.Marshal(rec) // maps marshal with sorted keys
