@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
@@ -40,6 +41,9 @@ type ELFSpec struct {
 	// type's poll so no later file moves the watermark past it.
 	SettleWindow time.Duration
 	Concurrency  int
+	// Owners, if set, is the org's overlap registry: a discovered ("*")
+	// type whose category another source ingests is skipped.
+	Owners *domain.Owners
 	// Shaper transforms and samples the rows (nil: every row as read). A
 	// row left out emits nothing, but its file still moves the checkpoint;
 	// an entry's time comes from the row as read.
@@ -278,6 +282,9 @@ func (s *ELFSource) types(ctx context.Context) ([]string, error) {
 	if !slices.Contains(s.spec.EventTypes, "*") {
 		return s.spec.EventTypes, nil
 	}
+	if err := s.awaitOwners(ctx); err != nil {
+		return nil, err
+	}
 	q := "SELECT EventType FROM EventLogFile GROUP BY EventType"
 	if s.spec.Interval != IntervalAuto {
 		q = fmt.Sprintf("SELECT EventType FROM EventLogFile WHERE Interval = '%s' GROUP BY EventType", s.spec.Interval)
@@ -293,7 +300,7 @@ func (s *ELFSource) types(ctx context.Context) ([]string, error) {
 		}
 	}
 	slices.Sort(out)
-	return out, nil
+	return s.owned(out), nil
 }
 
 func (s *ELFSource) resumeType(t string, resume func(string) (string, bool)) *elfType {

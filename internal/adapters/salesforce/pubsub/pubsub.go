@@ -33,6 +33,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
+	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
@@ -86,6 +87,9 @@ type Spec struct {
 	APIVersion string
 	// MaxBackoff caps the reconnect backoff (default 30s, from 1s).
 	MaxBackoff time.Duration
+	// Owners, if set, is the org's overlap registry: a "*" topic whose
+	// category another source ingests is skipped (named topics never are).
+	Owners *domain.Owners
 	// Shaper transforms and samples the events, by topic (nil: every event
 	// as decoded). Sampling decides by the replay id (lower-case hex). An
 	// event left out is committed with a checkpoint-only entry; an entry's
@@ -303,11 +307,16 @@ func (s *Source) Run(ctx context.Context, resume func(string) (string, bool), em
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	running := map[string]bool{}
+	listed := false // a "*" listing succeeded
 	join := func() {
 		topics, err := s.Topics(ctx)
-		if err != nil && ctx.Err() == nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
 			s.log.Warn("pubsub: cannot list the \"*\" topics; subscribing to the named ones and trying again later", "error", err)
 		}
+		topics, listed = s.owned(topics, err), listed || err == nil
 		for _, t := range topics {
 			if !running[t] {
 				running[t] = true
@@ -323,7 +332,12 @@ func (s *Source) Run(ctx context.Context, resume func(string) (string, bool), em
 	discovering := slices.Contains(s.spec.Topics, "*")
 	for {
 		var again <-chan time.Time
-		if discovering && (s.spec.RediscoveryInterval > 0 || len(running) == 0) {
+		switch {
+		case discovering && !listed:
+			// Until a listing succeeds, every minute (the EventLogFile
+			// "*" may be waiting for it).
+			again = s.clock.After(min(time.Minute, cmp.Or(s.spec.RediscoveryInterval, time.Minute)))
+		case discovering && (s.spec.RediscoveryInterval > 0 || len(running) == 0):
 			again = s.clock.After(cmp.Or(s.spec.RediscoveryInterval, time.Minute))
 		}
 		select {
