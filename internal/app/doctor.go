@@ -286,7 +286,7 @@ func checkPubSub(ctx context.Context, cfg *config.Config, a *salesforce.Auth) []
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	src, err := newPubSubSource(cfg, a, clock.New(), nil)
+	src, err := newPubSubSource(cfg, a, clock.New(), nil, nil)
 	if err != nil {
 		return []Check{{"pubsub", Fail, err.Error()}}
 	}

@@ -214,9 +214,10 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		return nil, nil, err
 	}
 	var sources []ports.Source
+	owners := overlapOwners(cfg.Sources)
 	if len(elf.EventTypes) > 0 {
 		s, err := salesforce.NewELFSource(auth, cfg.Salesforce.APIVersion, salesforce.ELFSpec{Interval: elf.Interval, EventTypes: elf.EventTypes,
-			PollInterval: elf.PollInterval, Lookback: elf.Lookback, SettleWindow: elf.SettleWindow, Concurrency: elf.Concurrency}, clk, log)
+			PollInterval: elf.PollInterval, Lookback: elf.Lookback, SettleWindow: elf.SettleWindow, Concurrency: elf.Concurrency, Owners: owners}, clk, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -241,7 +242,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		sources = append(sources, s)
 	}
 	if len(ps.Topics) > 0 {
-		s, err := newPubSubSource(cfg, auth, clk, log)
+		s, err := newPubSubSource(cfg, auth, clk, log, owners)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -275,12 +276,13 @@ func throttlePause(cfg *config.Config) time.Duration {
 	return pause
 }
 
-// newPubSubSource maps sources.pubsub onto the adapter.
-func newPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger) (*pubsub.Source, error) {
+// newPubSubSource maps sources.pubsub onto the adapter; owners is the org's
+// overlap registry (nil: no filtering).
+func newPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger, owners *domain.Owners) (*pubsub.Source, error) {
 	ps := cfg.Sources.PubSub
 	return pubsub.New(auth, pubsub.Spec{Endpoint: ps.Endpoint, Plaintext: ps.Plaintext, Topics: ps.Topics, Include: ps.Include,
 		Exclude: ps.Exclude, ReplayPreset: ps.ReplayPreset, NumRequested: ps.NumRequested, RediscoveryInterval: ps.RediscoveryInterval,
-		StallTimeout: ps.StallTimeout, APIVersion: cfg.Salesforce.APIVersion}, clk, log)
+		StallTimeout: ps.StallTimeout, APIVersion: cfg.Salesforce.APIVersion, Owners: owners}, clk, log)
 }
 
 // newLokiSink builds the sink; with t, its counters are exported.
