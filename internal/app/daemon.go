@@ -112,7 +112,7 @@ func shardDir(configured, path string) error {
 // Run serves health on service.health_addr and runs every shard's
 // leadership (and the balance) until ctx ends (graceful stop: drain, final
 // commits, release) or a non-HA error stops it.
-func (d *Daemon) Run(ctx context.Context) error {
+func (d *Daemon) Run(ctx context.Context) (err error) {
 	if d.cfg.Coordinate.Type == config.CoordinateNoop && d.cfg.State.Store == config.StoreFile {
 		for _, s := range d.shards {
 			if err := shardDir(d.cfg.State.File.Path, s.cfg.State.File.Path); err != nil {
@@ -147,6 +147,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Info("sf2loki starting", "coordinate", d.cfg.Coordinate.Type, "orgs", orgs, "balanced", d.balancer != nil,
 			"health_addr", ln.Addr().String(), "version", CurrentBuild().Version)
 	}
+	exited := d.watchStop(ctx)
+	defer func() { exited(err) }()
 	rctx, stop := context.WithCancelCause(ctx)
 	d.stop = stop
 	defer stop(nil)

@@ -211,7 +211,7 @@ func HolderID(configured string) string {
 // document's stored epoch, read fresh before every acquisition.
 func provideKeeper(cfg *config.Config, lease LeaseStore, state StateStore, clk ports.Clock, t *Telemetry, log *slog.Logger, gate Gate) (*domain.LeaseKeeper, error) {
 	lc := leaseConfig(cfg)
-	lc.Observer, lc.Logger = t, log
+	lc.Observer, lc.Logger = t.ForShard(cfg.ShardName), log
 	if cfg.ShardName != "" {
 		lc.Logger = log.With("org", cfg.ShardName)
 	}
@@ -239,7 +239,7 @@ func provideSoleLeader(clk ports.Clock) Coordinator {
 func noFence() Fence { return nil }
 
 func provideCommitter(cfg *config.Config, state StateStore, clk ports.Clock, fence Fence, t *Telemetry, log *slog.Logger) (*domain.CheckpointCommitter, error) {
-	return domain.NewCheckpointCommitter(state, clk, domain.CommitterConfig{Fence: fence, Observer: t, Logger: log, Org: cfg.ShardName})
+	return domain.NewCheckpointCommitter(state, clk, domain.CommitterConfig{Fence: fence, Observer: t.ForShard(cfg.ShardName), Logger: log, Org: cfg.ShardName})
 }
 
 // Provider sets used by the injectors in wire.go (built with the

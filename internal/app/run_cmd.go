@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 
@@ -57,28 +55,9 @@ func newRunCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			// The first SIGTERM or SIGINT stops gracefully, a second at once.
+			ctx, stop := onSignals(cmd.Context())
 			defer stop()
-			returned := make(chan struct{})
-			defer close(returned)
-			go func() {
-				select {
-				case <-ctx.Done():
-				case <-returned:
-					return
-				}
-				stop()
-				// A second signal forces the exit.
-				force := make(chan os.Signal, 1)
-				signal.Notify(force, syscall.SIGTERM, os.Interrupt)
-				defer signal.Stop(force)
-				select {
-				case <-force:
-					fmt.Fprintln(os.Stderr, "sf2loki: second signal, exiting without a graceful stop")
-					os.Exit(1)
-				case <-returned:
-				}
-			}()
 			d, cleanup, err := Build(ctx, cfg, Overrides{})
 			if err != nil {
 				return redactErr(cfg, err)

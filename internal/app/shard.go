@@ -72,7 +72,9 @@ func (d *Shard) Run(ctx context.Context) error {
 
 func (d *Shard) onAcquire(ctx context.Context, l domain.Leadership) {
 	d.gauges.SetLeader(true, l.Epoch)
-	d.log.Info("leading", "epoch", l.Epoch)
+	if d.cfg.Coordinate.Type == config.CoordinateNoop {
+		d.log.Info("leading: a single instance, no lease")
+	} // else the lease keeper's acquired line says it
 	done := make(chan struct{})
 	d.mu.Lock()
 	d.work = done

@@ -477,7 +477,19 @@ var leaseSpans = map[domain.EventKind]bool{
 }
 
 // Observe implements domain.Observer.
-func (t *Telemetry) Observe(e domain.Event) {
+func (t *Telemetry) Observe(e domain.Event) { t.observe(e, t.log) }
+
+// ForShard returns the Observer of an org's lease keeper and committer: the
+// same metrics and spans, and log lines that name the org ("" is t).
+func (t *Telemetry) ForShard(org string) domain.Observer {
+	if org == "" {
+		return t
+	}
+	log := t.log.With("org", org)
+	return domain.ObserverFunc(func(e domain.Event) { t.observe(e, log) })
+}
+
+func (t *Telemetry) observe(e domain.Event, log *slog.Logger) {
 	ctx := context.Background()
 	t.counterMu.Lock()
 	t.counterTotal[string(e.Kind)]++
@@ -517,7 +529,7 @@ func (t *Telemetry) Observe(e domain.Event) {
 		}
 		span.End(trace.WithTimestamp(e.At.Add(e.Duration)))
 	}
-	t.logEvent(e)
+	logEvent(log, e)
 }
 
 func (t *Telemetry) commit(ctx context.Context, outcome string, e domain.Event) {
@@ -525,16 +537,43 @@ func (t *Telemetry) commit(ctx context.Context, outcome string, e domain.Event) 
 	t.commitTime.Record(ctx, e.Duration.Seconds())
 }
 
-func (t *Telemetry) logEvent(e domain.Event) {
+// logEvent writes an event's line: one per lease transition, worded for
+// the person on call (docs/operations.md, "Logs").
+func logEvent(log *slog.Logger, e domain.Event) {
 	level := slog.LevelInfo
 	switch e.Kind {
 	case domain.EventRenewed, domain.EventCommitted:
 		level = slog.LevelDebug
-	case domain.EventRenewFailed, domain.EventLost, domain.EventFenced, domain.EventRecoveredLostAck,
+	case domain.EventLost:
+		level = slog.LevelWarn
+		if e.Graceful { // the released line that follows says it
+			level = slog.LevelDebug
+		}
+	case domain.EventRenewFailed, domain.EventFenced, domain.EventRecoveredLostAck,
 		domain.EventConflict, domain.EventCommitFenced, domain.EventCommitFailed:
 		level = slog.LevelWarn
 	}
+	msg := "sf2loki " + string(e.Kind)
+	switch e.Kind {
+	case domain.EventObserved:
+		msg = fmt.Sprintf("standby: the lease is held by %s (epoch %d)", e.LeaseHolder, e.Epoch)
+	case domain.EventAcquired:
+		msg = fmt.Sprintf("leading: acquired the lease (epoch %d)", e.Epoch)
+	case domain.EventLost:
+		msg = fmt.Sprintf("standby: lost the lease (epoch %d)", e.Epoch)
+	case domain.EventFenced:
+		msg = fmt.Sprintf("standby: stopped leading, no renewal landed before the self-fencing deadline (epoch %d)", e.Epoch)
+	case domain.EventReleased:
+		msg = fmt.Sprintf("released the lease (epoch %d): a standby can take over at once", e.Epoch)
+	case domain.EventLostRace:
+		msg = fmt.Sprintf("standby: another replica won the lease first (epoch %d)", e.Epoch)
+	case domain.EventClaimed:
+		msg = fmt.Sprintf("leading: the checkpoint document is stamped with epoch %d", e.Epoch)
+	}
 	args := []any{"event", string(e.Kind), "epoch", e.Epoch, "backend", e.Backend, "reason", e.Reason}
+	if e.LeaseHolder != "" {
+		args = append(args, "lease_holder", e.LeaseHolder)
+	}
 	if e.Holder != "" {
 		args = append(args, "holder", e.Holder, "instance", e.Instance)
 	}
@@ -544,7 +583,7 @@ func (t *Telemetry) logEvent(e domain.Event) {
 	if e.Err != nil {
 		args = append(args, "error", e.Err.Error())
 	}
-	t.log.Log(context.Background(), level, "sf2loki "+string(e.Kind), args...)
+	log.Log(context.Background(), level, msg, args...)
 }
 
 // instrumented counts every request to a store.
