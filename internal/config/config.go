@@ -92,13 +92,13 @@ type Sources struct {
 // Transform is one rule of a source's transforms, applied to each row in
 // order before its line, metadata and level are built.
 type Transform struct {
-	Action      string            `yaml:"action" mapstructure:"action" default:"" enum:"hash,mask,drop_field,regex_replace,drop_row" example:"hash" doc:"hash: the first 16 hex characters of HMAC-SHA-256(transform_salt, value). mask: an e-mail keeps its domain (***@acme.com), an IPv4 address its /24 (10.1.2.x), an IPv6 address its /48, anything else becomes ***. drop_field: the field is removed. regex_replace: pattern is replaced by replacement. drop_row: the row is not shipped when every match field matches (its checkpoint still moves)."`
+	Action      string            `yaml:"action" mapstructure:"action" default:"" enum:"hash,mask,drop_field,regex_replace,drop_row" example:"hash" doc:"hash: the first 16 hex characters of HMAC-SHA-256(transform_salt, value). mask: an e-mail keeps its domain (***@acme.com), an IPv4 address its /24 (10.1.2.x), an IPv6 address its /48 (2001:db8:1::x), anything else becomes ***; an empty value stays empty. drop_field: the field is removed. regex_replace: pattern is replaced by replacement. drop_row: the row is not shipped when every match field matches (its checkpoint still moves)."`
 	Fields      []string          `yaml:"fields" mapstructure:"fields" default:"" example:"[USER_ID, \"*_IP\"]" doc:"The fields the action applies to (not drop_row): names or globs (* any characters, ? one) over a row's top-level field names, matched case-sensitively. A field a row lacks is left alone."`
-	Match       map[string]string `yaml:"match" mapstructure:"match" default:"" doc:"drop_row only: field name to glob over the field's text; the row is dropped when every field named is present and matches."`
+	Match       map[string]string `yaml:"match" mapstructure:"match" default:"" doc:"drop_row only: field name (case-sensitive) to glob over the field's text (a number's or a bool's JSON text); the row is dropped when every field named is present, not null, and matches."`
 	Pattern     string            `yaml:"pattern" mapstructure:"pattern" default:"" doc:"regex_replace only: an RE2 regular expression, compiled at start (a bad one is refused)."`
 	Replacement string            `yaml:"replacement" mapstructure:"replacement" default:"" doc:"regex_replace only: the replacement, with $1 or ${name} for groups."`
 	Name        string            `yaml:"name" mapstructure:"name" default:"" doc:"The rule's name in sf2loki_rows_filtered_total{rule}; blank: <action>#<position from 1>."`
-	EventTypes  []string          `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Globs over the rows' event types (EventLogFile types, object names, Pub/Sub topics such as /event/LoginEventStream) the rule applies to; empty: every row of the source."`
+	EventTypes  []string          `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Globs over the rows' event types (EventLogFile types, object names, Pub/Sub topics such as /event/LoginEventStream) the rule applies to, matched without regard to case; empty: every row of the source."`
 }
 
 // PubSub configures the Pub/Sub API source.
@@ -114,7 +114,7 @@ type PubSub struct {
 	Endpoint            string             `yaml:"endpoint" mapstructure:"endpoint" default:"api.pubsub.salesforce.com:7443" format:"hostport" doc:"The Pub/Sub API as host:port."`
 	Plaintext           bool               `yaml:"plaintext" mapstructure:"plaintext" default:"false" doc:"Connect without TLS. Only to a loopback endpoint (tests, a local proxy)."`
 	Transforms          []Transform        `yaml:"transforms" mapstructure:"transforms" doc:"Rules applied in order to each row before it is shipped: hash, mask, drop_field, regex_replace, drop_row (docs/governance.md). A row's time and checkpoint come from the row as Salesforce sent it."`
-	Sample              map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"/event/ApiEventStream\": 0.25}" doc:"Glob over topics to the fraction of rows kept, 0 to 1; an exact name wins, else the longest glob that matches, and rows of no glob are all kept. Deterministic on the row's replay id, so a replay after a failover keeps the same rows."`
+	Sample              map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"/event/ApiEventStream\": 0.25}" doc:"Globs over topics, matched without regard to case, to the fraction of rows kept, 0 to 1: an exact name wins, else the longest glob that matches (of two as long, the first in sort order), and rows of no glob are all kept. An environment override sets one entry, e.g. SF2LOKI_SOURCES__PUBSUB__SAMPLE__API=0.25 (its name in lower case). Deterministic on the row's replay id (lower-case hex), so a replay after a failover keeps the same rows; a row left out still moves the checkpoint."`
 }
 
 // EventLogFile configures the EventLogFile source.
@@ -126,14 +126,14 @@ type EventLogFile struct {
 	SettleWindow time.Duration      `yaml:"settle_window" mapstructure:"settle_window" default:"5m" min:"0s" max:"24h" doc:"Files younger than this wait for the next poll (and hold back later files of their type)."`
 	Concurrency  int                `yaml:"concurrency" mapstructure:"concurrency" default:"4" min:"1" max:"16" doc:"Event types downloaded at once."`
 	Transforms   []Transform        `yaml:"transforms" mapstructure:"transforms" doc:"Rules applied in order to each row before it is shipped: hash, mask, drop_field, regex_replace, drop_row (docs/governance.md). A row's time and checkpoint come from the row as Salesforce sent it."`
-	Sample       map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"API\": 0.25}" doc:"Glob over event types to the fraction of rows kept, 0 to 1; an exact name wins, else the longest glob that matches, and rows of no glob are all kept. Deterministic on the row's REQUEST_ID (else its whole row), so a replay after a failover keeps the same rows."`
+	Sample       map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"API\": 0.25}" doc:"Globs over event types, matched without regard to case, to the fraction of rows kept, 0 to 1: an exact name wins, else the longest glob that matches (of two as long, the first in sort order), and rows of no glob are all kept. An environment override sets one entry, e.g. SF2LOKI_SOURCES__EVENTLOGFILE__SAMPLE__API=0.25 (its name in lower case). Deterministic on the row's REQUEST_ID (else its whole row as read), so a replay after a failover keeps the same rows; a row left out still moves the checkpoint."`
 }
 
 // EventlogObjects configures SOQL polling.
 type EventlogObjects struct {
 	Objects    []EventlogObject   `yaml:"objects" mapstructure:"objects" doc:"The objects to poll; empty disables the source. Checkpoint key eventlog_objects:<name>."`
 	Transforms []Transform        `yaml:"transforms" mapstructure:"transforms" doc:"Rules applied in order to each row before it is shipped: hash, mask, drop_field, regex_replace, drop_row (docs/governance.md). A row's time and checkpoint come from the row as Salesforce sent it."`
-	Sample     map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"ApiEvent\": 0.25}" doc:"Glob over object names to the fraction of rows kept, 0 to 1; an exact name wins, else the longest glob that matches, and rows of no glob are all kept. Deterministic on the row's record Id, so a replay after a failover keeps the same rows."`
+	Sample     map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"ApiEvent\": 0.25}" doc:"Globs over object names, matched without regard to case, to the fraction of rows kept, 0 to 1: an exact name wins, else the longest glob that matches (of two as long, the first in sort order), and rows of no glob are all kept. An environment override sets one entry, e.g. SF2LOKI_SOURCES__EVENTLOG_OBJECTS__SAMPLE__APIEVENT=0.25 (its name in lower case). Deterministic on the row's record Id (a big object's EventIdentifier), so a replay after a failover keeps the same rows; a row left out still moves the checkpoint."`
 }
 
 // EventlogObject is one polled object.
@@ -152,7 +152,7 @@ type Synthetic struct {
 	Rate       int                `yaml:"rate" mapstructure:"rate" default:"0" min:"0" max:"1000000" doc:"Events per second; 0 disables the source."`
 	EventTypes []string           `yaml:"event_types" mapstructure:"event_types" default:"" doc:"Event types to generate, round robin; empty means LoginEvent and ApiEvent."`
 	Transforms []Transform        `yaml:"transforms" mapstructure:"transforms" doc:"Rules applied in order to each row before it is shipped: hash, mask, drop_field, regex_replace, drop_row (docs/governance.md). A row's time and checkpoint come from the row as Salesforce sent it."`
-	Sample     map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"ApiEvent\": 0.25}" doc:"Glob over event types to the fraction of rows kept, 0 to 1; an exact name wins, else the longest glob that matches, and rows of no glob are all kept. Deterministic on the row's sequence number, so a replay after a failover keeps the same rows."`
+	Sample     map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"ApiEvent\": 0.25}" doc:"Globs over event types, matched without regard to case, to the fraction of rows kept, 0 to 1: an exact name wins, else the longest glob that matches (of two as long, the first in sort order), and rows of no glob are all kept. An environment override sets one entry, e.g. SF2LOKI_SOURCES__SYNTHETIC__SAMPLE__APIEVENT=0.25 (its name in lower case). Deterministic on the row's sequence number (decimal), so a replay after a failover keeps the same rows; a row left out still moves the checkpoint."`
 }
 
 // Sink configures where entries go.

@@ -93,6 +93,8 @@ func Load(path string) (*Config, []string, error) {
 	envProblems, warnings := checkEnv(os.Environ(), sugg)
 	problems = append(problems, envProblems...)
 	envMapEntries(raw, os.Environ())
+	problems = append(problems, numberMaps(raw)...)
+	cased := shapeKeys(raw)
 
 	v := viper.New()
 	for _, f := range schema() {
@@ -113,6 +115,7 @@ func Load(path string) (*Config, []string, error) {
 	if err != nil {
 		problems = append(problems, decodeProblems(err)...)
 	} else {
+		restoreShapeKeys(cfg, cased)
 		// Report every problem at once: validation runs even when keys were
 		// unknown or values malformed (those were replaced by their
 		// defaults above).
@@ -592,6 +595,11 @@ func envMapEntries(raw map[string]any, environ []string) {
 				m[part] = next
 			}
 			m = next
+		}
+		for k := range m { // the file's entry in another case: the environment wins
+			if strings.EqualFold(k, key) {
+				delete(m, k)
+			}
 		}
 		m[key] = value
 	}

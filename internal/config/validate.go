@@ -150,6 +150,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		c.validateOrg(o, add, addOnce, requiredFor)
 	}
 	c.checkOverlap(orgs, add)
+	warnings = append(warnings, c.validateShape(add)...)
 	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
 		switch {
 		case !slices.Contains(StaticLabels, k):
