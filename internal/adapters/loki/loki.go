@@ -26,6 +26,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/lograte"
 	"github.com/sf2loki/sf2loki/internal/adapters/redact"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
@@ -175,8 +176,10 @@ type Sink struct {
 	// accepting is true once a push was accepted and until a push is found
 	// rejecting everything.
 	accepting atomic.Bool
-	// dropLog rate-limits the per-entry drop warnings.
-	dropLog dropLimiter
+	// dropLog rate-limits the per-entry drop warnings (one per reason each
+	// 10s, with the count held back); rejectLog the ERROR that Loki
+	// refuses everything (one a minute).
+	dropLog, rejectLog lograte.Limiter
 	// lastFullSplit is when a refused batch was last split in full while
 	// Loki refused everything (unix nanoseconds).
 	lastFullSplit atomic.Int64
@@ -184,31 +187,6 @@ type Sink struct {
 	// the token (and a URL password) from answers a proxy may echo.
 	url     string
 	secrets *redact.Redactor
-}
-
-// dropLimiter lets one drop warning per reason through each minute and
-// counts the rest.
-type dropLimiter struct {
-	mu     sync.Mutex
-	last   map[string]time.Time
-	silent map[string]int
-}
-
-// allow reports whether to log a drop of reason now, and how many drops of
-// it went unlogged since the last logged one.
-func (d *dropLimiter) allow(reason string, now time.Time) (bool, int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.last == nil {
-		d.last, d.silent = map[string]time.Time{}, map[string]int{}
-	}
-	if now.Sub(d.last[reason]) < time.Minute {
-		d.silent[reason]++
-		return false, 0
-	}
-	n := d.silent[reason]
-	d.last[reason], d.silent[reason] = now, 0
-	return true, n
 }
 
 var _ ports.Sink = (*Sink)(nil)
@@ -257,7 +235,8 @@ func New(cfg Config) (*Sink, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	shown, secrets := Secrets(cfg)
-	return &Sink{cfg: cfg, client: client, log: log, Stats: &Stats{dropped: map[string]int64{}}, url: shown, secrets: redact.New(secrets...)}, nil
+	return &Sink{cfg: cfg, client: client, log: log, Stats: &Stats{dropped: map[string]int64{}}, url: shown, secrets: redact.New(secrets...),
+		rejectLog: lograte.Limiter{Every: time.Minute}}, nil
 }
 
 // Secrets returns the URL as it may be shown (without a password) and what
@@ -361,10 +340,8 @@ func (s *Sink) pushLabelled(ctx context.Context, batch []ports.Entry, labels map
 	}
 	for _, r := range rejected {
 		s.Stats.drop(r.reason, 1)
-		if ok, silent := s.dropLog.allow(r.reason, time.Now()); ok {
-			s.log.Warn("loki rejected an entry; dropped", "reason", r.reason, "status", r.status, "body", r.body,
-				"bytes", len(r.entry.Line), "dropped_unlogged_before", silent)
-		}
+		s.dropLog.Log(s.log, slog.LevelWarn, time.Now(), r.reason, "loki rejected an entry; dropped", "reason", r.reason, "status", r.status,
+			"body", r.body, "bytes", len(r.entry.Line))
 	}
 	return nil
 }
@@ -375,7 +352,7 @@ func (s *Sink) rejectingNow(status int, body string) {
 	if !s.Stats.setRejecting(fmt.Sprintf("answered %d %q", status, body)) {
 		return
 	}
-	if ok, _ := s.dropLog.allow("\x00rejecting", time.Now()); ok {
+	if ok, _, _ := s.rejectLog.Allow("rejecting", time.Now()); ok {
 		s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", status, "body", body, "url", s.url)
 	}
 }

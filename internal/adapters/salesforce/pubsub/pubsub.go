@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/lograte"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
 	"github.com/sf2loki/sf2loki/internal/domain"
@@ -127,6 +128,8 @@ type Source struct {
 	include []shape.Glob
 	exclude []shape.Glob
 	untimed sync.Map // topics whose untimed event was logged
+	// undecodable rate-limits the warning of an event skipped, per topic.
+	undecodable lograte.Limiter
 	// Hooks are set before Run.
 	Hooks Hooks
 }
@@ -626,7 +629,7 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 	rec, datetimes, err := s.schemas.decode(ctx, ev.GetEvent())
 	switch {
 	case errors.Is(err, ErrUndecodable):
-		s.log.Warn("pubsub: skipping an event that does not decode", "topic", topic, "error", err)
+		s.undecodable.Log(s.log, slog.LevelWarn, s.clock.Now(), topic, "pubsub: skipping an event that does not decode", "topic", topic, "error", err)
 		if s.Hooks.Undecodable != nil {
 			s.Hooks.Undecodable(topic)
 		}
