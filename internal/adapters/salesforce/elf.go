@@ -215,6 +215,8 @@ type elfFile struct {
 	// logDate is the start of the period covered: the hour of an Hourly
 	// file, the UTC day of a Daily one.
 	logDate time.Time
+	// length is the file's LogFileLength in bytes (0: not listed).
+	length int64
 }
 
 // Run implements ports.Source: every poll_interval, each event type (at
@@ -419,6 +421,9 @@ func elfFiles(rows []map[string]any) ([]elfFile, error) {
 		if f.logDate.IsZero() {
 			f.logDate = ct
 		}
+		if n, ok := r["LogFileLength"].(float64); ok {
+			f.length = int64(n)
+		}
 		files[i] = f
 	}
 	return files, nil
@@ -461,6 +466,8 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 	default:
 		return fmt.Errorf("salesforce: EventLogFile %s came with Content-Encoding %q; sf2loki asks for gzip and reads gzip or identity only", f.id, enc)
 	}
+	body, emit, finish := s.progress(t, f, body, emit) // a long download says how far it got
+	defer finish()
 	// One row of look-ahead: a row is emitted when the next one is read,
 	// so the last row can carry the advanced checkpoint. A row the
 	// transforms drop or sampling leaves out is skipped: when no row is

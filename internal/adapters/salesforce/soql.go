@@ -61,6 +61,7 @@ type SOQLSource struct {
 	mu             sync.Mutex
 	throttledUntil time.Time
 	fields         map[string][]string // described field lists, by object
+	drains         map[string]*drain   // catch-up drains under way, by object (progress.go)
 }
 
 // PageSize is the most rows one FIELDS(ALL) query may return.
@@ -332,6 +333,7 @@ func (s *SOQLSource) cycle(ctx context.Context, o ObjectSpec, cur *cursor, emit 
 		if err := take(rows); err != nil {
 			return err
 		}
+		s.drainProgress(o, cur, len(rows), len(rows) == PageSize)
 		if len(rows) < PageSize || (o.MaxCatchupRecords > 0 && emitted >= o.MaxCatchupRecords) {
 			return nil
 		}
