@@ -59,6 +59,7 @@ type Telemetry struct {
 	counterTotal map[string]int64 // for /statusz
 	sinkStats    atomic.Pointer[loki.Stats]
 	stalledAt    atomic.Int64 // unix nanoseconds of the last stall; 0 when none
+	shape        shapeMetrics // the transforms' and sampling's counters
 }
 
 // egressGauges exports each governed shard's daily budget from the start
@@ -253,6 +254,7 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 		}))
 	errs = append(errs, err)
 	errs = append(errs, t.egressGauges(m))
+	errs = append(errs, t.shapeInstruments(m))
 	counter := func(dst *metric.Int64Counter, name, desc string) {
 		var err error
 		*dst, err = m.Int64Counter(name, metric.WithDescription(desc))

@@ -16,6 +16,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/synthetic"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -85,7 +86,11 @@ func OnceSink(cfg *config.Config, log *slog.Logger, t *Telemetry) SharedSink {
 func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry, shared SharedSink) (Workload, error) {
 	var sources []ports.Source
 	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
-		sc := synthetic.Config{Rate: float64(syn.Rate), EventTypes: syn.EventTypes, Logger: log}
+		sh, err := sourceShaper(cfg, "synthetic", t)
+		if err != nil {
+			return nil, err
+		}
+		sc := synthetic.Config{Rate: float64(syn.Rate), EventTypes: syn.EventTypes, Logger: log, Shaper: sh}
 		if t != nil {
 			sc.GarbageCheckpoint = func() { t.CheckpointUnreadable("synthetic") }
 		}
@@ -216,8 +221,13 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 	var sources []ports.Source
 	owners := overlapOwners(cfg.Sources)
 	if len(elf.EventTypes) > 0 {
+		sh, err := sourceShaper(cfg, "eventlogfile", t)
+		if err != nil {
+			return nil, nil, err
+		}
 		s, err := salesforce.NewELFSource(auth, cfg.Salesforce.APIVersion, salesforce.ELFSpec{Interval: elf.Interval, EventTypes: elf.EventTypes,
-			PollInterval: elf.PollInterval, Lookback: elf.Lookback, SettleWindow: elf.SettleWindow, Concurrency: elf.Concurrency, Owners: owners}, clk, log)
+			PollInterval: elf.PollInterval, Lookback: elf.Lookback, SettleWindow: elf.SettleWindow, Concurrency: elf.Concurrency, Owners: owners,
+			Shaper: sh}, clk, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -236,13 +246,20 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		if err != nil {
 			return nil, nil, err
 		}
+		if s.Shaper, err = sourceShaper(cfg, "eventlog_objects", t); err != nil {
+			return nil, nil, err
+		}
 		if t != nil {
 			s.GarbageCheckpoint = func() { t.CheckpointUnreadable("eventlog_objects") }
 		}
 		sources = append(sources, s)
 	}
 	if len(ps.Topics) > 0 {
-		s, err := newPubSubSource(cfg, auth, clk, log, owners)
+		sh, err := sourceShaper(cfg, "pubsub", t)
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := newPubSubSource(cfg, auth, clk, log, owners, sh)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -277,12 +294,13 @@ func throttlePause(cfg *config.Config) time.Duration {
 }
 
 // newPubSubSource maps sources.pubsub onto the adapter; owners is the org's
-// overlap registry (nil: no filtering).
-func newPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger, owners *domain.Owners) (*pubsub.Source, error) {
+// overlap registry (nil: no filtering), sh its transforms and sampling (nil:
+// none).
+func newPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger, owners *domain.Owners, sh *shape.Shaper) (*pubsub.Source, error) {
 	ps := cfg.Sources.PubSub
 	return pubsub.New(auth, pubsub.Spec{Endpoint: ps.Endpoint, Plaintext: ps.Plaintext, Topics: ps.Topics, Include: ps.Include,
 		Exclude: ps.Exclude, ReplayPreset: ps.ReplayPreset, NumRequested: ps.NumRequested, RediscoveryInterval: ps.RediscoveryInterval,
-		StallTimeout: ps.StallTimeout, APIVersion: cfg.Salesforce.APIVersion, Owners: owners}, clk, log)
+		StallTimeout: ps.StallTimeout, APIVersion: cfg.Salesforce.APIVersion, Owners: owners, Shaper: sh}, clk, log)
 }
 
 // newLokiSink builds the sink; with t, its counters are exported.

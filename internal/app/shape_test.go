@@ -1,0 +1,151 @@
+package app
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/synthetic"
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// The counters of the transforms and of sampling reach /metrics, with the
+// source and the shard (org) as labels.
+func TestShapeCountersAreExported(t *testing.T) {
+	for _, shard := range []string{"", "prod"} {
+		cfg, _, err := loadFile(t, `
+sink: {loki: {url: http://loki:3100/loki/api/v1/push}}
+sources:
+  transform_salt: pepper
+  synthetic:
+    rate: 100000
+    sample: {apievent: 0}
+    transforms: [{action: drop_row, name: successes, match: {Status: Success}}, {action: hash, fields: [UserId]}]
+`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ShardName = shard
+		tel, cleanup, err := NewTelemetry(t.Context(), cfg, quiet(), TelemetryOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cleanup()
+		sh, err := sourceShaper(cfg, "synthetic", tel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := synthetic.New(synthetic.Config{Rate: 100000, Shaper: sh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		n := 0
+		_ = src.Run(ctx, func(string) (string, bool) { return "", false }, func(e ports.Entry) error {
+			if !e.CheckpointOnly {
+				t.Errorf("an entry passed: %+v", e) // logins succeed (dropped), API events are sampled out
+			}
+			if n++; n == 10 {
+				cancel()
+			}
+			return nil
+		})
+		_, metrics := get(t, tel.MetricsHandler(), "/metrics")
+		label := ""
+		if shard != "" {
+			label = `,shard="prod"`
+		}
+		for _, want := range []string{
+			`sf2loki_rows_filtered_total{rule="successes"` + label + `,source="synthetic"} 5`,
+			`sf2loki_entries_sampled_out_total{event_type="ApiEvent"` + label + `,source="synthetic"} 5`,
+		} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, "sf2loki_"))
+			}
+		}
+	}
+}
+
+func TestTransformSalt(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "salt")
+	if err := os.WriteFile(file, []byte(" from-file \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	_ = os.WriteFile(empty, []byte("\n"), 0o600)
+	hash := []config.Transform{{Action: "hash", Fields: []string{"UserId"}}}
+	for _, tc := range []struct {
+		src  config.Sources
+		salt string
+		err  string
+	}{
+		{config.Sources{TransformSalt: " value ", TransformSaltFile: file, PubSub: config.PubSub{Transforms: hash}}, "value", ""},
+		{config.Sources{TransformSaltFile: file, PubSub: config.PubSub{Transforms: hash}}, "from-file", ""},
+		{config.Sources{TransformSaltFile: filepath.Join(dir, "absent"), PubSub: config.PubSub{Transforms: hash}}, "", "sources.transform_salt_file: open"},
+		{config.Sources{TransformSaltFile: empty, EventLogFile: config.EventLogFile{Transforms: hash}}, "", "is empty"},
+		// No hash transform: the file is not read.
+		{config.Sources{TransformSaltFile: filepath.Join(dir, "absent")}, "", ""},
+	} {
+		salt, err := transformSalt(tc.src)
+		if salt != tc.salt || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%+v: salt %q, error %v; want %q, %q", tc.src, salt, err, tc.salt, tc.err)
+		}
+	}
+}
+
+func TestDoctorChecksTheTransforms(t *testing.T) {
+	dir := t.TempDir()
+	base := "state: {store: file, file: {path: " + filepath.Join(dir, "state.json") + "}}\n"
+	row := func(yaml string) (Check, DoctorReport) {
+		t.Helper()
+		r := Doctor(t.Context(), writeConfig(t, base+yaml))
+		for _, c := range r.Checks {
+			if c.Name == "transforms" {
+				return c, r
+			}
+		}
+		t.Fatalf("no transforms row: %+v", r.Checks)
+		return Check{}, r
+	}
+	if c, _ := row(""); c.Status != Skip {
+		t.Fatalf("no transforms: %+v", c)
+	}
+	c, r := row("sources: {pubsub: {transforms: [{action: hash, fields: [UserId]}]}}\n")
+	if c.Status != Warn || !strings.Contains(c.Detail, config.UnsaltedHashAdvice) {
+		t.Fatalf("unsalted: %+v", c)
+	}
+	for _, other := range r.Checks {
+		if other.Name == "config" && strings.Contains(other.Detail, config.UnsaltedHashAdvice) {
+			t.Fatalf("the warning is printed twice: %+v", r.Checks)
+		}
+	}
+	if c, r := row("sources: {transform_salt_file: " + filepath.Join(dir, "absent") + ", eventlogfile: {transforms: [{action: hash, fields: [USER_ID]}]}}\n"); c.Status != Fail ||
+		!strings.Contains(c.Detail, "transform_salt_file") || r.ExitCode != 1 {
+		t.Fatalf("unreadable salt file: %+v (exit %d)", c, r.ExitCode)
+	}
+	if c, _ := row("sources: {transform_salt: pepper-pepper-pepper, eventlogfile: {sample: {API: 0.5}, transforms: [{action: hash, fields: [USER_ID]}]}}\n"); c.Status != Pass ||
+		c.Detail != "1 rules compile; hashes keyed by transform_salt" {
+		t.Fatalf("salted: %+v", c)
+	}
+}
+
+// check builds every source's transforms as run does: a salt file it
+// cannot read is refused, and the unsalted-hash warning is printed.
+func TestCheckBuildsTheTransforms(t *testing.T) {
+	dir := t.TempDir()
+	onlyEnv(t, nil)
+	cfg := "state: {file: {path: " + filepath.Join(dir, "state.json") + "}}\nsink: {loki: {url: http://127.0.0.1:9/loki/api/v1/push}}\n" +
+		"sources: {transform_salt_file: " + filepath.Join(dir, "absent") + ", synthetic: {rate: 1, transforms: [{action: hash, fields: [UserId]}]}}\n"
+	out, err := runCommand(t, "check", "--config", writeConfig(t, cfg))
+	if err == nil || !strings.Contains(out, "sources.transform_salt_file: open") {
+		t.Fatalf("check passed with an unreadable salt file: %v\n%s", err, out)
+	}
+	out, err = runCommand(t, "check", "--config", writeConfig(t, strings.Replace(cfg, "transform_salt_file: "+filepath.Join(dir, "absent")+", ", "", 1)))
+	if err != nil || !strings.Contains(out, config.UnsaltedHashAdvice) {
+		t.Fatalf("check without a salt: %v\n%s", err, out)
+	}
+}
