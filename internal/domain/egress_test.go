@@ -239,7 +239,9 @@ func TestEgressBudgetSurvivesFailoverAndRestart(t *testing.T) {
 		clk := porttest.NewFakeClock(start)
 		rig := newEgressRig(clk)
 		cfg := domain.EgressConfig{DailyBytes: 20_000, Action: domain.BudgetPause}
-		src := func() []ports.Source { return []ports.Source{&seqSource{lane: ports.LaneBulk, key: "elf", n: 1000, size: 100}} }
+		src := func() []ports.Source {
+			return []ports.Source{&seqSource{lane: ports.LaneBulk, key: "elf", n: 1000, size: 100}}
+		}
 
 		// The first leader ships 12,000 bytes (a source of 120 entries).
 		p, _ := egressPipeline(t, clk, rig, cfg, nil)
