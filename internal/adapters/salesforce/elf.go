@@ -435,37 +435,11 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 	after.IDs = slices.Clone(pos.IDs)
 	after.advance(f.id, f.created, f.ct)
 	key := ELFKeyPrefix + t
-	resp, err := s.auth.Do(ctx, func(tok *Token) (*http.Request, error) {
-		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/services/data/v%s/sobjects/EventLogFile/%s/LogFile", tok.InstanceURL, s.version, f.id), nil)
-		if err == nil {
-			// Salesforce recommends compression for large files. Set by
-			// hand, the transport leaves the answer compressed: it is
-			// decompressed below, under the idle watchdog.
-			req.Header.Set("Accept-Encoding", "gzip")
-		}
-		return req, err
-	})
+	body, closeBody, err := s.open(ctx, t, f)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s answered %d: %s", f.id, resp.StatusCode, s.auth.snippet(body)))
-	}
-	var body io.Reader = resp.Body
-	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
-	case "", "identity":
-	case "gzip":
-		zr, err := gzip.NewReader(resp.Body)
-		if err != nil {
-			return ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s (%s): gzip: %w", f.id, t, err))
-		}
-		defer zr.Close()
-		body = zr
-	default:
-		return fmt.Errorf("salesforce: EventLogFile %s came with Content-Encoding %q; sf2loki asks for gzip and reads gzip or identity only", f.id, enc)
-	}
+	defer closeBody()
 	body, emit, finish := s.progress(t, f, body, emit) // a long download says how far it got
 	defer finish()
 	// One row of look-ahead: a row is emitted when the next one is read,
@@ -511,6 +485,44 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 	}
 	*pos = after
 	return nil
+}
+
+// open requests f's LogFile body, compressed, and returns it decompressed
+// and a function that closes it.
+func (s *ELFSource) open(ctx context.Context, t string, f elfFile) (io.Reader, func(), error) {
+	resp, err := s.auth.Do(ctx, func(tok *Token) (*http.Request, error) { //nolint:bodyclose // closed by the function returned
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/services/data/v%s/sobjects/EventLogFile/%s/LogFile", tok.InstanceURL, s.version, f.id), nil)
+		if err == nil {
+			// Salesforce recommends compression for large files. Set by
+			// hand, the transport leaves the answer compressed: it is
+			// decompressed below, under the idle watchdog.
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		return req, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	closeBody := func() { _ = resp.Body.Close() }
+	if resp.StatusCode != http.StatusOK {
+		defer closeBody()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, nil, ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s answered %d: %s", f.id, resp.StatusCode, s.auth.snippet(body)))
+	}
+	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return resp.Body, closeBody, nil
+	case "gzip":
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			closeBody()
+			return nil, nil, ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s (%s): gzip: %w", f.id, t, err))
+		}
+		return zr, func() { _ = zr.Close(); closeBody() }, nil
+	default:
+		closeBody()
+		return nil, nil, fmt.Errorf("salesforce: EventLogFile %s came with Content-Encoding %q; sf2loki asks for gzip and reads gzip or identity only", f.id, enc)
+	}
 }
 
 // elfSampleKey is what sampling decides a row by: its REQUEST_ID, else
