@@ -23,6 +23,9 @@ import (
 // of a GCS service_file, and the AWS secret key and session token of the
 // environment. A file that cannot be read is skipped: the component that
 // needs it reports that.
+//
+// Every key tagged secret is covered as well, with the content of its
+// *_file (config.Secrets), so that a new secret key needs no change here.
 func redactSecrets(cfg *config.Config) []string {
 	var out []string
 	read := func(value, file string) string {
@@ -34,6 +37,9 @@ func redactSecrets(cfg *config.Config) []string {
 			return ""
 		}
 		return strings.TrimSpace(string(b))
+	}
+	for _, s := range cfg.Secrets() {
+		out = append(out, read(s.Value, s.File))
 	}
 	orgs := []config.Salesforce{cfg.Salesforce}
 	for _, o := range cfg.Orgs {

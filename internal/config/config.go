@@ -7,8 +7,9 @@ import (
 )
 
 // Config is the whole daemon's configuration. Field tags drive loading
-// (yaml, mapstructure), the generated example and reference (doc, default,
-// enum) and strictness (every key not declared here is an error).
+// (yaml, mapstructure), the generated example, reference and JSON Schema
+// (doc, default, enum), strictness (every key not declared here is an
+// error) and redaction (secret: the value, or a map's values, is a secret).
 type Config struct {
 	Coordinate Coordinate `yaml:"coordinate" mapstructure:"coordinate" doc:"Leadership: how replicas agree on one leader. Exactly one replica ingests; standbys take over when it dies."`
 	State      State      `yaml:"state" mapstructure:"state" doc:"Where the checkpoint document lives. It is shared by all replicas and written only by the leader, fenced by its epoch."`
@@ -41,9 +42,9 @@ type Salesforce struct {
 	LoginURL         string        `yaml:"login_url" mapstructure:"login_url" default:"" format:"url" doc:"The token host, e.g. https://mycompany.my.salesforce.com (required for client_credentials: the generic login hosts do not support it)."`
 	ClientID         string        `yaml:"client_id" mapstructure:"client_id" default:"" doc:"The connected app's consumer key."`
 	Username         string        `yaml:"username" mapstructure:"username" default:"" doc:"The user a jwt_bearer token runs as."`
-	PrivateKey       string        `yaml:"private_key" mapstructure:"private_key" default:"" doc:"The PEM RSA key signing the JWT (secret). Prefer private_key_file."`
+	PrivateKey       string        `yaml:"private_key" mapstructure:"private_key" default:"" secret:"true" doc:"The PEM RSA key signing the JWT (secret). Prefer private_key_file."`
 	PrivateKeyFile   string        `yaml:"private_key_file" mapstructure:"private_key_file" default:"" doc:"A file holding private_key; read at start, trimmed. A blank file is a missing key."`
-	ClientSecret     string        `yaml:"client_secret" mapstructure:"client_secret" default:"" doc:"The consumer secret for client_credentials (secret). Prefer client_secret_file."`
+	ClientSecret     string        `yaml:"client_secret" mapstructure:"client_secret" default:"" secret:"true" doc:"The consumer secret for client_credentials (secret). Prefer client_secret_file."`
 	ClientSecretFile string        `yaml:"client_secret_file" mapstructure:"client_secret_file" default:"" doc:"A file holding client_secret; read at start, trimmed. A blank file is a missing secret."`
 	APIVersion       string        `yaml:"api_version" mapstructure:"api_version" default:"60.0" doc:"The REST API version, like 60.0."`
 	JWTAudienceURL   string        `yaml:"jwt_audience" mapstructure:"jwt_audience" default:"" format:"url" doc:"The JWT bearer assertion's audience. Blank: https://test.salesforce.com for environment sandbox (or a *.sandbox.my.salesforce.com login_url), else https://login.salesforce.com, whatever host login_url names (Salesforce refuses a My Domain host as the audience). Set it only for an Experience Cloud site (its URL)."`
@@ -84,7 +85,7 @@ type Sources struct {
 	EventLogFile    EventLogFile    `yaml:"eventlogfile" mapstructure:"eventlogfile" doc:"EventLogFile CSVs (Event Monitoring; the Daily free subset on orgs without Shield), one Loki entry per row. Needs salesforce.auth_mode."`
 	PubSub          PubSub          `yaml:"pubsub" mapstructure:"pubsub" doc:"The Salesforce Pub/Sub API (gRPC streaming): Real-Time Event Monitoring streams, platform events, Change Data Capture; one subscription per topic, one Loki entry per event. Needs salesforce.auth_mode."`
 	// Governance shared by the sources (docs/governance.md).
-	TransformSalt     string `yaml:"transform_salt" mapstructure:"transform_salt" default:"" doc:"The secret key of every hash transform (HMAC-SHA-256): without it a hash of a low-entropy value such as a user id can be reversed by hashing every candidate. Prefer transform_salt_file. Changing it changes every hashed value."`
+	TransformSalt     string `yaml:"transform_salt" mapstructure:"transform_salt" default:"" secret:"true" doc:"The secret key of every hash transform (HMAC-SHA-256): without it a hash of a low-entropy value such as a user id can be reversed by hashing every candidate. Prefer transform_salt_file. Changing it changes every hashed value."`
 	TransformSaltFile string `yaml:"transform_salt_file" mapstructure:"transform_salt_file" default:"" doc:"A file holding transform_salt (trimmed); used when transform_salt is empty."`
 	AllowOverlap      bool   `yaml:"allow_overlap" mapstructure:"allow_overlap" default:"false" doc:"Allow one event category on more than one source (LoginEventStream on pubsub, LoginEvent in eventlog_objects, Login in eventlogfile): the same logins would be shipped two or three times. Left false, such a configuration is refused, and a \"*\" source skips the categories another source names."`
 }
@@ -164,7 +165,7 @@ type Sink struct {
 type LokiSink struct {
 	URL                      string            `yaml:"url" mapstructure:"url" default:"" format:"url" doc:"The push endpoint, e.g. http://loki:3100/loki/api/v1/push. Required when a source is enabled."`
 	TenantID                 string            `yaml:"tenant_id" mapstructure:"tenant_id" default:"" doc:"Sent as X-Scope-OrgID (or as the basic-auth user when a token is set)."`
-	AuthToken                string            `yaml:"auth_token" mapstructure:"auth_token" default:"" doc:"A token (secret): basic auth with tenant_id or basic_auth_user, else a bearer token. Prefer auth_token_file."`
+	AuthToken                string            `yaml:"auth_token" mapstructure:"auth_token" default:"" secret:"true" doc:"A token (secret): basic auth with tenant_id or basic_auth_user, else a bearer token. Prefer auth_token_file."`
 	AuthTokenFile            string            `yaml:"auth_token_file" mapstructure:"auth_token_file" default:"" doc:"A file holding the token (trimmed); used when auth_token is empty."`
 	BasicAuthUser            string            `yaml:"basic_auth_user" mapstructure:"basic_auth_user" default:"" doc:"The basic-auth user for the token (default tenant_id)."`
 	Encoding                 string            `yaml:"encoding" mapstructure:"encoding" default:"protobuf" enum:"protobuf,json" doc:"protobuf (snappy; Loki's canonical format) or json (gzip; for debugging)."`
@@ -298,6 +299,6 @@ type Service struct {
 // Telemetry configures trace export.
 type Telemetry struct {
 	OTLPEndpoint string            `yaml:"otlp_endpoint" mapstructure:"otlp_endpoint" default:"" format:"url" doc:"OTLP/HTTP endpoint for traces, e.g. http://otel-collector:4318 (/v1/traces is appended when the URL has no path); blank disables trace export."`
-	Headers      map[string]string `yaml:"headers" mapstructure:"headers" default:"" doc:"Extra HTTP headers for the OTLP exporter (e.g. authentication). Values are never logged."`
+	Headers      map[string]string `yaml:"headers" mapstructure:"headers" default:"" secret:"true" doc:"Extra HTTP headers for the OTLP exporter (e.g. authentication). Values are never logged."`
 	ServiceName  string            `yaml:"service_name" mapstructure:"service_name" default:"sf2loki" doc:"The service.name resource attribute."`
 }

@@ -37,6 +37,9 @@ type Field struct {
 	// Format is what a string must look like: "url" (http or https with a
 	// host), "hostport" (host:port), "listen" (a listen address, [host]:port).
 	Format string
+	// Secret marks a key whose value is a secret (the secret:"true" tag; a
+	// map's values): shown redacted wherever the configuration is printed.
+	Secret bool
 	kind   reflect.Kind
 	index  []int
 	// min and max are Min and Max as numbers (nanoseconds for durations).
@@ -128,6 +131,7 @@ func walk(t reflect.Type, prefix string, depth int, index []int, overrides map[s
 		}
 		f.Min, f.Max, f.Format = sf.Tag.Get("min"), sf.Tag.Get("max"), sf.Tag.Get("format")
 		f.ZeroAllowed = sf.Tag.Get("zero") == "allowed"
+		f.Secret = sf.Tag.Get("secret") == "true"
 		f.min, f.hasMin = bound(f, f.Min)
 		f.max, f.hasMax = bound(f, f.Max)
 		*out = append(*out, f)
