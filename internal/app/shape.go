@@ -115,3 +115,12 @@ func checkTransforms(cfg *config.Config) Check {
 	}
 	return Check{"transforms", Pass, detail}
 }
+
+// orgSources are the sources of each orgs entry.
+func orgSources(cfg *config.Config) []config.Sources {
+	out := make([]config.Sources, 0, len(cfg.Orgs))
+	for _, o := range cfg.Orgs {
+		out = append(out, o.Sources)
+	}
+	return out
+}

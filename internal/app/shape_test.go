@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,12 +45,12 @@ sources:
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		n := 0
+		per := map[string]int{} // entries by checkpoint key
 		_ = src.Run(ctx, func(string) (string, bool) { return "", false }, func(e ports.Entry) error {
 			if !e.CheckpointOnly {
 				t.Errorf("an entry passed: %+v", e) // logins succeed (dropped), API events are sampled out
 			}
-			if n++; n == 10 {
+			if per[e.Checkpoint.Key]++; per[e.Checkpoint.Key] == 5 {
 				cancel()
 			}
 			return nil
@@ -59,8 +61,8 @@ sources:
 			label = `,shard="prod"`
 		}
 		for _, want := range []string{
-			`sf2loki_rows_filtered_total{rule="successes"` + label + `,source="synthetic"} 5`,
-			`sf2loki_entries_sampled_out_total{event_type="ApiEvent"` + label + `,source="synthetic"} 5`,
+			fmt.Sprintf(`sf2loki_rows_filtered_total{rule="successes"%s,source="synthetic"} %d`, label, per["synthetic:LoginEvent"]),
+			fmt.Sprintf(`sf2loki_entries_sampled_out_total{event_type="ApiEvent"%s,source="synthetic"} %d`, label, per["synthetic:ApiEvent"]),
 		} {
 			if !strings.Contains(metrics, want) {
 				t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, "sf2loki_"))
@@ -147,5 +149,21 @@ func TestCheckBuildsTheTransforms(t *testing.T) {
 	out, err = runCommand(t, "check", "--config", writeConfig(t, strings.Replace(cfg, "transform_salt_file: "+filepath.Join(dir, "absent")+", ", "", 1)))
 	if err != nil || !strings.Contains(out, config.UnsaltedHashAdvice) {
 		t.Fatalf("check without a salt: %v\n%s", err, out)
+	}
+}
+
+func TestTransformSaltsAreRedacted(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "salt")
+	if err := os.WriteFile(file, []byte("salt-from-a-file-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.Sources.TransformSalt = "salt-in-the-config-0123456789"
+	cfg.Orgs = []config.Org{{Name: "prod"}, {Name: "uat", Sources: config.Sources{TransformSaltFile: file}}}
+	secrets := redactSecrets(cfg)
+	for _, want := range []string{"salt-in-the-config-0123456789", "salt-from-a-file-0123456789"} {
+		if !slices.Contains(secrets, want) {
+			t.Errorf("%s is not redacted", want)
+		}
 	}
 }
