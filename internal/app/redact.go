@@ -48,9 +48,6 @@ func redactSecrets(cfg *config.Config) []string {
 	for _, sf := range orgs {
 		out = append(out, salesforce.Secrets(read(sf.ClientSecret, sf.ClientSecretFile), read(sf.PrivateKey, sf.PrivateKeyFile))...)
 	}
-	for _, src := range append([]config.Sources{cfg.Sources}, orgSources(cfg)...) {
-		out = append(out, read(strings.TrimSpace(src.TransformSalt), src.TransformSaltFile)) // the hash transforms' key
-	}
 	l := cfg.Sink.Loki
 	_, lokiSecrets := loki.Secrets(loki.Config{URL: l.URL, TenantID: l.TenantID, BasicAuthUser: l.BasicAuthUser,
 		AuthToken: read(l.AuthToken, l.AuthTokenFile)})

@@ -115,12 +115,3 @@ func checkTransforms(cfg *config.Config) Check {
 	}
 	return Check{"transforms", Pass, detail}
 }
-
-// orgSources are the sources of each orgs entry.
-func orgSources(cfg *config.Config) []config.Sources {
-	out := make([]config.Sources, 0, len(cfg.Orgs))
-	for _, o := range cfg.Orgs {
-		out = append(out, o.Sources)
-	}
-	return out
-}

@@ -152,6 +152,8 @@ func TestCheckBuildsTheTransforms(t *testing.T) {
 	}
 }
 
+// The salts are secrets (their key is tagged so): redacted from logs and
+// errors, whether set or in a file, in every org.
 func TestTransformSaltsAreRedacted(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "salt")
 	if err := os.WriteFile(file, []byte("salt-from-a-file-0123456789\n"), 0o600); err != nil {
