@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Example renders an annotated YAML configuration: every key with its
@@ -116,8 +118,20 @@ func yamlValue(f Field) string {
 		return v
 	case v == "" || strings.ContainsAny(v, ":#{}[],&*!|>'\"%@`") || strings.TrimSpace(v) != v:
 		return fmt.Sprintf("%q", v)
+	case (f.Type == "string" || f.Type == "enum") && !readsAsText(v):
+		return fmt.Sprintf("%q", v) // api_version: 60.0 would be the number 60
 	}
 	return v
+}
+
+// readsAsText reports whether YAML reads v, written plain, as text.
+func readsAsText(v string) bool {
+	var out any
+	if err := yaml.Unmarshal([]byte(v), &out); err != nil {
+		return false
+	}
+	_, ok := out.(string)
+	return ok
 }
 
 // Reference renders the Markdown reference: a table per section.
