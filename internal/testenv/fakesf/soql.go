@@ -18,7 +18,8 @@ import (
 //	SELECT FIELDS(ALL|STANDARD|CUSTOM) | field, … FROM object
 //	  [WHERE cond] [ORDER BY field [ASC|DESC] [NULLS FIRST|LAST], …] [LIMIT n]
 //
-// where cond combines `field op value` (op = != < <= > >=) with AND, OR,
+// where cond combines `field op value` (op = != < <= > >=) and
+// `field IN ('a', …)` with AND, OR,
 // NOT and parentheses, and a value is a 'string', a number, a date
 // (YYYY-MM-DD) or a dateTime in one of the three documented forms:
 // YYYY-MM-DDThh:mm:ssZ, YYYY-MM-DDThh:mm:ss+hh:mm, YYYY-MM-DDThh:mm:ss-hh:mm.
@@ -70,6 +71,11 @@ type (
 		field, op string
 		val       value
 	}
+	// inExpr is field IN ('a', …).
+	inExpr struct {
+		field string
+		vals  []string
+	}
 )
 
 // value is a literal: a dateTime, a date, a string or a number.
@@ -83,6 +89,12 @@ type value struct {
 func (e andExpr) eval(r map[string]any) bool { return e.l.eval(r) && e.r.eval(r) }
 func (e orExpr) eval(r map[string]any) bool  { return e.l.eval(r) || e.r.eval(r) }
 func (e notExpr) eval(r map[string]any) bool { return !e.e.eval(r) }
+
+// eval: a null field never matches.
+func (e inExpr) eval(r map[string]any) bool {
+	s, ok := r[e.field].(string)
+	return ok && slices.Contains(e.vals, s)
+}
 
 func (e cmpExpr) eval(r map[string]any) bool {
 	c, ok := compareValue(r[e.field], e.val)
@@ -391,8 +403,11 @@ func (p *parser) unary() (expr, error) {
 		return nil, malformed("unexpected token: '%s' at column %d, expected a field", f.text, f.pos+1)
 	}
 	op := p.next()
+	if op.kind == "ident" && strings.EqualFold(op.text, "IN") {
+		return p.in(f.text)
+	}
 	if op.kind != "op" {
-		if op.kind == "ident" && (strings.EqualFold(op.text, "LIKE") || strings.EqualFold(op.text, "IN") ||
+		if op.kind == "ident" && (strings.EqualFold(op.text, "LIKE") ||
 			strings.EqualFold(op.text, "NOT") || strings.EqualFold(op.text, "INCLUDES") || strings.EqualFold(op.text, "EXCLUDES")) {
 			return nil, malformed("the fake org does not implement %s", op.text)
 		}
@@ -424,6 +439,27 @@ func (p *parser) unary() (expr, error) {
 	return cmpExpr{field: f.text, op: op.text, val: val}, nil
 }
 
+// in parses the list of `field IN ('a', 'b', …)`: quoted strings only,
+// at least one.
+func (p *parser) in(field string) (expr, error) {
+	if err := p.expect("punct", "("); err != nil {
+		return nil, err
+	}
+	e := inExpr{field: field}
+	for {
+		v := p.next()
+		if v.kind != "string" {
+			return nil, malformed("unexpected token: '%s' at column %d, expected a quoted value in IN (…)", v.text, v.pos+1)
+		}
+		e.vals = append(e.vals, v.text)
+		if p.peek().text != "," {
+			break
+		}
+		p.next()
+	}
+	return e, p.expect("punct", ")")
+}
+
 // conjuncts returns the comparisons of a WHERE that is a plain AND of
 // comparisons, and false when it holds OR or NOT.
 func conjuncts(e expr) ([]cmpExpr, bool) {
@@ -432,6 +468,8 @@ func conjuncts(e expr) ([]cmpExpr, bool) {
 		return nil, true
 	case cmpExpr:
 		return []cmpExpr{e}, true
+	case inExpr:
+		return []cmpExpr{{field: e.field, op: "IN"}}, true
 	case andExpr:
 		l, ok := conjuncts(e.l)
 		r, ok2 := conjuncts(e.r)
@@ -444,6 +482,8 @@ func conjuncts(e expr) ([]cmpExpr, bool) {
 func fieldsOf(e expr, out []string) []string {
 	switch e := e.(type) {
 	case cmpExpr:
+		return append(out, e.field)
+	case inExpr:
 		return append(out, e.field)
 	case andExpr:
 		return fieldsOf(e.r, fieldsOf(e.l, out))
