@@ -411,7 +411,13 @@ func (s *SOQLSource) entry(o ObjectSpec, line, level string, t time.Time, checkp
 
 // Query runs one SOQL query with auth and follows nextRecordsUrl.
 func Query(ctx context.Context, auth *Auth, apiVersion, soql string) ([]map[string]any, error) {
-	next := fmt.Sprintf("/services/data/v%s/query?%s", apiVersion, url.Values{"q": {soql}}.Encode())
+	return queryAt(ctx, auth, fmt.Sprintf("/services/data/v%s/query", apiVersion), soql)
+}
+
+// queryAt runs one SOQL query on the query resource at endpoint (the REST
+// API's or the Tooling API's) and follows nextRecordsUrl.
+func queryAt(ctx context.Context, auth *Auth, endpoint, soql string) ([]map[string]any, error) {
+	next := endpoint + "?" + url.Values{"q": {soql}}.Encode()
 	var rows []map[string]any
 	for next != "" {
 		path := next
