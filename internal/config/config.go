@@ -50,6 +50,7 @@ type Salesforce struct {
 	JWTAudienceURL   string        `yaml:"jwt_audience" mapstructure:"jwt_audience" default:"" format:"url" doc:"The JWT bearer assertion's audience. Blank: https://test.salesforce.com for environment sandbox (or a *.sandbox.my.salesforce.com login_url), else https://login.salesforce.com, whatever host login_url names (Salesforce refuses a My Domain host as the audience). Set it only for an Experience Cloud site (its URL)."`
 	OrgID            string        `yaml:"org_id" mapstructure:"org_id" default:"" doc:"The 18-character org id; blank asks /services/oauth2/userinfo once."`
 	TokenTTL         time.Duration `yaml:"token_ttl" mapstructure:"token_ttl" default:"2h" min:"2m" max:"24h" doc:"How long a token is trusted (the org's session timeout); it is re-minted 60s before, and at once on a 401."`
+	Limits           OrgLimits     `yaml:"limits" mapstructure:"limits" doc:"The org's limits (the REST limits resource) as gauges: sf2loki_salesforce_limit_max and sf2loki_salesforce_limit_remaining{limit}, read by the shard's leader while a Salesforce source is enabled."`
 }
 
 // JWTAudience is the JWT bearer audience: jwt_audience, else the login host
@@ -84,6 +85,7 @@ type Sources struct {
 	EventlogObjects EventlogObjects `yaml:"eventlog_objects" mapstructure:"eventlog_objects" doc:"Salesforce objects polled with SOQL by a timestamp field: LoginHistory, SetupAuditTrail, stored real-time events such as LoginEvent, custom objects. Needs salesforce.auth_mode."`
 	EventLogFile    EventLogFile    `yaml:"eventlogfile" mapstructure:"eventlogfile" doc:"EventLogFile CSVs (Event Monitoring; the Daily free subset on orgs without Shield), one Loki entry per row. Needs salesforce.auth_mode."`
 	PubSub          PubSub          `yaml:"pubsub" mapstructure:"pubsub" doc:"The Salesforce Pub/Sub API (gRPC streaming): Real-Time Event Monitoring streams, platform events, Change Data Capture; one subscription per topic, one Loki entry per event. Needs salesforce.auth_mode."`
+	ApexLog         ApexLog         `yaml:"apexlog" mapstructure:"apexlog" doc:"Apex debug logs (the Tooling API's ApexLog), one Loki entry per log with its body as the line. Salesforce writes debug logs only for what an active TraceFlag traces (Setup, Debug Logs); sf2loki sets none. Needs salesforce.auth_mode."`
 	// Governance shared by the sources (docs/governance.md).
 	TransformSalt     string `yaml:"transform_salt" mapstructure:"transform_salt" default:"" secret:"true" doc:"The secret key of every hash transform (HMAC-SHA-256): without it a hash of a low-entropy value such as a user id can be reversed by hashing every candidate. Prefer transform_salt_file. Changing it changes every hashed value."`
 	TransformSaltFile string `yaml:"transform_salt_file" mapstructure:"transform_salt_file" default:"" doc:"A file holding transform_salt (trimmed); used when transform_salt is empty."`

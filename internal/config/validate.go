@@ -151,6 +151,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	}
 	c.checkOverlap(orgs, add)
 	warnings = append(warnings, c.validateShape(add)...)
+	c.checkApexLog(orgs, add)
 	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
 		switch {
 		case !slices.Contains(StaticLabels, k):
@@ -270,6 +271,7 @@ func (c *Config) validateOrg(o orgSection, add, addOnce func(path, format string
 		{len(o.src.EventlogObjects.Objects) > 0, p + "sources.eventlog_objects.objects"},
 		{len(o.src.EventLogFile.EventTypes) > 0, p + "sources.eventlogfile.event_types"},
 		{len(o.src.PubSub.Topics) > 0, p + "sources.pubsub.topics"},
+		{o.src.ApexLog.Enabled, p + "sources.apexlog.enabled"},
 	} {
 		if !src.on {
 			continue

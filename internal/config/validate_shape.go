@@ -14,7 +14,7 @@ import (
 
 // ShapeSources are the sources that take transforms and sample, by their
 // key under sources.
-var ShapeSources = []string{"synthetic", "eventlog_objects", "eventlogfile", "pubsub"}
+var ShapeSources = []string{"synthetic", "eventlog_objects", "eventlogfile", "pubsub", "apexlog"}
 
 // shapeOf returns a source's transforms and sample map.
 func (s Sources) shapeOf(source string) ([]Transform, map[string]float64) {
@@ -27,6 +27,8 @@ func (s Sources) shapeOf(source string) ([]Transform, map[string]float64) {
 		return s.EventLogFile.Transforms, s.EventLogFile.Sample
 	case "pubsub":
 		return s.PubSub.Transforms, s.PubSub.Sample
+	case "apexlog":
+		return s.ApexLog.Transforms, s.ApexLog.Sample
 	}
 	return nil, nil
 }
