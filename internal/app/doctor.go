@@ -159,6 +159,8 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 		checks = append(checks, checkSalesforceAccess(ctx, sc, sf)...)
 		checks = append(checks, checkPubSub(ctx, sc, sf)...)
 		checks = append(checks, checkTransforms(sc))
+		checks = append(checks, checkApexLog(ctx, sc, sf)...)
+		checks = append(checks, checkLimits(ctx, sc, sf)...)
 		if sc.ShardName != "" {
 			for i := range checks {
 				checks[i].Name += " [org " + sc.ShardName + "]"

@@ -435,6 +435,9 @@ func checkCheckpoint(key, value string) error {
 		return fmt.Errorf("the value of %q holds U+FFFD (invalid UTF-8 or a lone surrogate escape in the input)", key)
 	}
 	family, name, ok := strings.Cut(key, ":")
+	if key == salesforce.ApexLogKey { // one key, no name
+		family, ok = key, true
+	}
 	if !ok {
 		return nil // not a source's key (a custom or newer one): stored as given
 	}
@@ -450,6 +453,11 @@ func checkCheckpoint(key, value string) error {
 			nameErr = fmt.Errorf("%q is not an event type name (letters, digits and _)", name)
 		}
 		valueErr = salesforce.CheckELFCheckpoint(value)
+	case salesforce.ApexLogKey + ":":
+		if name != "" {
+			nameErr = fmt.Errorf("the ApexLog source's key is %s alone", salesforce.ApexLogKey)
+		}
+		valueErr = salesforce.CheckApexLogCheckpoint(value)
 	case pubsub.KeyPrefix:
 		if !pubsub.ValidTopic(name) {
 			nameErr = fmt.Errorf("%q is not a topic (/event/<Name> or /data/<Name>)", name)

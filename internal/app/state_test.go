@@ -75,8 +75,8 @@ func TestStateCommandsOnEveryBackend(t *testing.T) {
 			if out := must("", "export"); out != "{\n  \"eventlogfile:Login\": \"{\\\"last_created\\\":\\\"2026-03-01T00:00:00.000+0000\\\",\\\"ids\\\":[]}\",\n  \"pubsub:/event/A\": \"AAAAAAAAAAE=\"\n}\n" {
 				t.Fatalf("export:\n%s", out)
 			}
-			must(`{"apexlog":"x"}`, "import", "-")
-			if out := must("", "show", "--key", "apexlog"); !strings.Contains(out, "apexlog\tx") {
+			must(`{"custom":"x"}`, "import", "-")
+			if out := must("", "show", "--key", "custom"); !strings.Contains(out, "custom\tx") {
 				t.Fatalf("after import:\n%s", out)
 			}
 			for _, bad := range []struct {

@@ -60,6 +60,7 @@ type Telemetry struct {
 	sinkStats    atomic.Pointer[loki.Stats]
 	stalledAt    atomic.Int64 // unix nanoseconds of the last stall; 0 when none
 	shape        shapeMetrics // the transforms' and sampling's counters
+	sf           sfMetrics    // the org limits and the ApexLog counters
 }
 
 // egressGauges exports each governed shard's daily budget from the start
@@ -255,6 +256,7 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	errs = append(errs, err)
 	errs = append(errs, t.egressGauges(m))
 	errs = append(errs, t.shapeInstruments(m))
+	errs = append(errs, t.salesforceInstruments(m))
 	counter := func(dst *metric.Int64Counter, name, desc string) {
 		var err error
 		*dst, err = m.Int64Counter(name, metric.WithDescription(desc))

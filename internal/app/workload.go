@@ -30,11 +30,14 @@ type pipelineWorkload struct {
 	prepare func(ctx context.Context) error
 	// egress governs the pushes (nil: no limits).
 	egress *domain.Egress
+	// limits polls the org's limits while the leader works (nil: off).
+	limits func(ctx context.Context)
 }
 
 // Run implements Workload: resume positions come from the claimed
 // checkpoint document; commits go through the fenced committer.
 func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
+	defer w.runBeside(ctx)()
 	if w.prepare != nil {
 		if err := w.prepare(ctx); err != nil {
 			return nil // ctx ended
@@ -142,7 +145,8 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 	if err != nil {
 		return nil, err
 	}
-	return &pipelineWorkload{pipeline: p, sources: sources, prepare: prepare, egress: egress}, nil
+	return &pipelineWorkload{pipeline: p, sources: sources, prepare: prepare, egress: egress,
+		limits: orgLimitsPoller(cfg, auth, clk, log, t)}, nil
 }
 
 // egressConfig is the shard's share of sink.loki.egress: all of it, or with
@@ -211,7 +215,7 @@ func laneConfigs(cfg *config.Config) (realtime, bulk domain.LaneConfig) {
 // one token source.
 func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry) ([]ports.Source, *salesforce.Auth, error) {
 	objs, elf, ps := cfg.Sources.EventlogObjects.Objects, cfg.Sources.EventLogFile, cfg.Sources.PubSub
-	if len(objs) == 0 && len(elf.EventTypes) == 0 && len(ps.Topics) == 0 {
+	if len(objs) == 0 && len(elf.EventTypes) == 0 && len(ps.Topics) == 0 && !cfg.Sources.ApexLog.Enabled {
 		return nil, nil, nil
 	}
 	auth, err := newSalesforceAuthObserved(cfg.ShardName, cfg.Salesforce, throttlePause(cfg), log, t)
@@ -274,6 +278,13 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		}
 		sources = append(sources, s)
 	}
+	if cfg.Sources.ApexLog.Enabled {
+		s, err := newApexLogSource(cfg, auth, clk, log, t)
+		if err != nil {
+			return nil, nil, err
+		}
+		sources = append(sources, s)
+	}
 	return sources, auth, nil
 }
 
@@ -289,6 +300,9 @@ func throttlePause(cfg *config.Config) time.Duration {
 	}
 	if elf := cfg.Sources.EventLogFile; len(elf.EventTypes) > 0 && elf.PollInterval > 0 && (pause == 0 || elf.PollInterval < pause) {
 		pause = elf.PollInterval
+	}
+	if a := cfg.Sources.ApexLog; a.Enabled && a.PollInterval > 0 && (pause == 0 || a.PollInterval < pause) {
+		pause = a.PollInterval
 	}
 	return pause
 }
