@@ -142,12 +142,14 @@ func TestRiskyPairingWarns(t *testing.T) {
 	}
 }
 
-// TestGeneratedArtefactsAreCurrent fails when the committed example or
-// reference differs from the generator's output: run make generate.
+// TestGeneratedArtefactsAreCurrent fails when the committed example,
+// reference or JSON Schema differs from the generator's output: run make
+// generate.
 func TestGeneratedArtefactsAreCurrent(t *testing.T) {
 	for file, want := range map[string]string{
 		"../../configs/sf2loki.example.yaml": config.Example(),
 		"../../docs/config-reference.md":     config.Reference(),
+		"../../configs/sf2loki.schema.json":  config.JSONSchema(),
 	} {
 		got, err := os.ReadFile(file)
 		if err != nil {
