@@ -1,8 +1,10 @@
 // Package loki is the ports.Sink that pushes entries to Grafana Loki's push
 // API (/loki/api/v1/push): protobuf + snappy by default, JSON (+gzip) for
-// debugging, with retries, batch splitting on 400/413, and a line cap.
+// debugging, with retries, batch splitting on 400/413, and a line cap; over
+// TLS (mutual TLS too) and through the environment's proxy, with extra
+// headers.
 //
-// Imports: internal/ports, net/http, protowire and snappy.
+// Imports: internal/ports, net/http, crypto/tls, protowire and snappy.
 package loki
 
 import (
@@ -70,7 +72,14 @@ type Config struct {
 	Attempts int
 	// Backoff is the first retry's wait (0: 500ms), doubling up to 30s and
 	// raised to a Retry-After (capped at 60s).
-	Backoff    time.Duration
+	Backoff time.Duration
+	// TLS configures an https URL's connection (used when HTTPClient is
+	// nil; the client's transport honours HTTP_PROXY, HTTPS_PROXY and
+	// NO_PROXY either way).
+	TLS TLS
+	// Headers are extra headers sent on every push (HeaderProblem says
+	// which may not be set). Their values are secrets: never logged.
+	Headers    map[string]string
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 	// OnPush, if set, receives the duration of every Push.
@@ -191,13 +200,17 @@ type Sink struct {
 
 var _ ports.Sink = (*Sink)(nil)
 
-// New validates cfg: the URL, the encoding and the label allowlist.
+// New validates cfg (the URL, the encoding, the label allowlist and the
+// extra headers) and reads the TLS files.
 func New(cfg Config) (*Sink, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("sink.loki.url is required (e.g. http://loki:3100/loki/api/v1/push)")
 	}
 	if u, err := url.Parse(cfg.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("sink.loki.url %q is not an http(s) URL with a host (e.g. http://loki:3100/loki/api/v1/push)", cfg.URL)
+	}
+	if err := checkHeaders(cfg); err != nil {
+		return nil, err
 	}
 	switch cfg.Encoding {
 	case "":
@@ -226,13 +239,20 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 500 * time.Millisecond
 	}
-	client := cfg.HTTPClient
-	if client == nil {
-		client = &http.Client{}
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	client := cfg.HTTPClient
+	if client == nil {
+		tr, err := newTransport(cfg.TLS, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		client = &http.Client{Transport: tr}
+		if cfg.TLS.InsecureSkipVerify {
+			log.Warn(insecureWarning)
+		}
 	}
 	shown, secrets := Secrets(cfg)
 	return &Sink{cfg: cfg, client: client, log: log, Stats: &Stats{dropped: map[string]int64{}}, url: shown, secrets: redact.New(secrets...),
@@ -241,7 +261,8 @@ func New(cfg Config) (*Sink, error) {
 
 // Secrets returns the URL as it may be shown (without a password) and what
 // must never be logged of cfg: the token, the basic-auth header value made
-// from it, and a password in the URL.
+// from it, a password in the URL, and every extra header's value (also
+// without a Bearer or Basic prefix).
 func Secrets(cfg Config) (shownURL string, secrets []string) {
 	shownURL = cfg.URL
 	if u, err := url.Parse(cfg.URL); err == nil {
@@ -253,6 +274,9 @@ func Secrets(cfg Config) (shownURL string, secrets []string) {
 	if cfg.AuthToken != "" {
 		user := cmp.Or(cfg.BasicAuthUser, cfg.TenantID)
 		secrets = append(secrets, cfg.AuthToken, base64.StdEncoding.EncodeToString([]byte(user+":"+cfg.AuthToken)))
+	}
+	for _, v := range cfg.Headers {
+		secrets = append(secrets, v, strings.TrimPrefix(strings.TrimPrefix(v, "Bearer "), "Basic "))
 	}
 	return shownURL, secrets
 }
@@ -577,6 +601,9 @@ func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, strin
 	if err != nil {
 		return 0, 0, "", err
 	}
+	for k, v := range s.cfg.Headers {
+		req.Header.Set(k, v)
+	}
 	if s.cfg.Encoding == "json" {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Content-Encoding", "gzip")
@@ -598,7 +625,7 @@ func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, strin
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, "", s.cfg.TLS.tlsHint(err)
 	}
 	defer resp.Body.Close()
 	var answer string
