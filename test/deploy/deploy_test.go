@@ -457,3 +457,103 @@ func TestReadmeConfigsPassCheck(t *testing.T) {
 		t.Fatal("the README has no yaml block")
 	}
 }
+
+// TestKubernetesReadmeHelmInstall renders the helm install command of
+// deploy/kubernetes/README.md as written (helm template with its
+// arguments) and runs sf2loki check on the configuration, in the
+// environment the pods get: the chart's env and the keys of the Secret the
+// README creates (envFrom). The configuration must enable a source.
+func TestKubernetesReadmeHelmInstall(t *testing.T) {
+	const readme = "deploy/kubernetes/README.md"
+	var install []string
+	var env []string
+	for _, block := range testenv.CodeBlocks(t, readme, "sh") {
+		for _, line := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
+			words := shellWords(t, line)
+			switch {
+			case len(words) > 3 && words[0] == "helm" && words[1] == "install":
+				install = words[2:]
+			case len(words) > 3 && words[0] == "kubectl" && slices.Contains(words, "secret"):
+				for _, w := range words {
+					if kv, ok := strings.CutPrefix(w, "--from-literal="); ok {
+						name, _, _ := strings.Cut(kv, "=")
+						env = append(env, name+"=placeholder-"+strings.ToLower(name))
+					}
+				}
+			}
+		}
+	}
+	if install == nil {
+		t.Fatalf("%s has no helm install command in a sh block", readme)
+	}
+	cmd := exec.Command(testenv.Binary(t, "helm"), append([]string{"template"}, install...)...)
+	cmd.Dir = testenv.RepoRoot(t)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: helm template %q: %v\n%s", readme, install, err, out)
+	}
+	objs := kinds(decodeAll(t, "helm template", out))
+	cfg, _ := get(objs["ConfigMap"], "data", "config.yaml").(string)
+	c := get(objs["Deployment"], "spec", "template", "spec", "containers", 0)
+	env = append(append(env, envOf(get(c, "env"))...), secretEnvOf(get(c, "env"))...)
+	check(t, readme+" helm install", cfg, env)
+	var parsed map[string]any
+	if err := yaml.Unmarshal([]byte(cfg), &parsed); err != nil {
+		t.Fatal(err)
+	}
+	if sources, _ := parsed["sources"].(map[string]any); len(sources) == 0 {
+		t.Errorf("%s: the helm install command enables no source: the release would ingest nothing\n%s", readme, cfg)
+	}
+}
+
+// shellWords splits one line of a sh block into words as sh would: blanks
+// separate words, quotes group them, and a backslash escapes the next
+// character outside single quotes.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	escaped := false
+	for _, r := range line {
+		switch {
+		case escaped:
+			cur.WriteRune(r)
+			escaped = false
+		case quote == '\'':
+			if r == '\'' {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\\':
+			escaped, inWord = true, true
+		case quote == '"':
+			if r == '"' {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		t.Fatalf("unterminated quote in %q", line)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
