@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
@@ -39,6 +40,23 @@ func TestDockerfile(t *testing.T) {
 	} {
 		if !strings.Contains(df, want) {
 			t.Errorf("the Dockerfile lacks %q", want)
+		}
+	}
+	// The default state.file.path works in the image: its directory is made
+	// in the build stage and copied in owned by uid 10001 (distroless has no
+	// shell, and 10001 cannot create it), and the example mounts a volume there.
+	defaults, _, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(defaults.State.File.Path)
+	for _, want := range []string{
+		"\nRUN mkdir -p /out/state/" + filepath.Base(dir) + "\n",
+		"\nCOPY --from=build --chown=10001:10001 /out/state/ " + filepath.Dir(dir) + "/\n",
+		"-v sf2loki-state:" + dir + " ",
+	} {
+		if !strings.Contains(df, want) {
+			t.Errorf("the Dockerfile lacks %q: the default state.file.path %s would not be writable by uid 10001", want, defaults.State.File.Path)
 		}
 	}
 	build := regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0 go build .*)$`).FindStringSubmatch(df)
