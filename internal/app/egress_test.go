@@ -40,7 +40,7 @@ func TestEgressBudgetOnHealthEndpoints(t *testing.T) {
 	g.Restore(`{"date":"2026-03-01","bytes":1000}`, true)
 	spent, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := g.Admit(spent, 1, 10); err == nil {
+	if _, err := g.Admit(spent, spent, 1, 10); err == nil {
 		t.Fatal("a paused governor admitted a batch")
 	}
 	code, body := get(t, h, "/readyz")
@@ -97,4 +97,36 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A deployment budget smaller than the number of orgs is split rounding
+// up: each org keeps a budget (integer division gave 0, which is none).
+func TestEgressDeploymentShareNeverRoundsToUnlimited(t *testing.T) {
+	yaml := `orgs:
+  - {name: a, salesforce: {auth_mode: none}}
+  - {name: b, salesforce: {auth_mode: none}}
+  - {name: c, salesforce: {auth_mode: none}}
+sink: {loki: {url: http://l/push, egress: {daily_byte_budget: 2, scope: deployment}}}
+`
+	cfg, _, err := config.Load(writeConfig(t, yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cfg.Shards() {
+		if e := egressConfig(s, nil, quiet()); e.DailyBytes != 1 {
+			t.Errorf("org %s: a 2-byte deployment budget over 3 orgs gives %d bytes each, want 1", s.ShardName, e.DailyBytes)
+		}
+	}
+}
+
+// state set and import check the egress record like a source's position.
+func TestStateChecksTheEgressRecord(t *testing.T) {
+	if err := checkCheckpoint(domain.EgressKey, `{"date":"2026-03-01","bytes":10}`); err != nil {
+		t.Fatalf("a valid record refused: %v", err)
+	}
+	for _, v := range []string{`garbage`, `{"date":"03/01/2026","bytes":0}`} {
+		if err := checkCheckpoint(domain.EgressKey, v); err == nil {
+			t.Errorf("state accepts %s = %s", domain.EgressKey, v)
+		}
+	}
 }

@@ -434,6 +434,9 @@ func checkCheckpoint(key, value string) error {
 	if strings.ContainsRune(value, utf8.RuneError) {
 		return fmt.Errorf("the value of %q holds U+FFFD (invalid UTF-8 or a lone surrogate escape in the input)", key)
 	}
+	if key == domain.EgressKey {
+		return domain.CheckEgressRecord(value)
+	}
 	family, name, ok := strings.Cut(key, ":")
 	if key == salesforce.ApexLogKey { // one key, no name
 		family, ok = key, true

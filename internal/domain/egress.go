@@ -144,10 +144,28 @@ func (g *Egress) Restore(value string, ok bool) {
 			"key", EgressKey, "value", value)
 		return
 	}
-	if r.Date >= g.day {
+	tomorrow := utcDay(g.clock.Now().AddDate(0, 0, 1))
+	switch {
+	case r.Date > tomorrow:
+		g.log.Warn("egress: the daily budget's use in the checkpoint document is dated later than tomorrow (a clock far ahead, or a hand edit); counting today's use from 0",
+			"key", EgressKey, "value", value, "today", g.day)
+	case r.Date >= g.day:
 		g.day, g.used = r.Date, r.Bytes
 		g.log.Info("egress: continuing the day's budget", "day", g.day, "used_bytes", g.used, "budget_bytes", g.cfg.DailyBytes)
 	}
+}
+
+// CheckEgressRecord reports what is wrong with an EgressKey value written by
+// hand (nil when it would be taken).
+func CheckEgressRecord(value string) error {
+	var r egressRecord
+	if err := json.Unmarshal([]byte(value), &r); err != nil {
+		return fmt.Errorf(`%s must be {"date":"YYYY-MM-DD","bytes":N}: %w`, EgressKey, err)
+	}
+	if _, err := time.Parse(time.DateOnly, r.Date); err != nil || r.Bytes < 0 {
+		return fmt.Errorf(`%s must be {"date":"YYYY-MM-DD","bytes":N} with a valid date and N >= 0, got %s`, EgressKey, value)
+	}
+	return nil
 }
 
 // Value is EgressKey's value to commit: the day's use. ok is false when no
@@ -171,8 +189,8 @@ func (g *Egress) Status() EgressStatus {
 	defer g.mu.Unlock()
 	now := g.clock.Now()
 	g.rollover(now)
-	s := EgressStatus{Day: g.day, Used: g.used, Budget: g.cfg.DailyBytes, Paused: g.paused}
-	if g.paused {
+	s := EgressStatus{Day: g.day, Used: g.used, Budget: g.cfg.DailyBytes, Paused: g.spent() && g.cfg.Action == BudgetPause}
+	if s.Paused {
 		s.Until = g.dayEnd(now)
 	}
 	return s
@@ -186,6 +204,10 @@ func (g *Egress) dayEnd(now time.Time) time.Time {
 	}
 	return nextUTCDay(now)
 }
+
+// spent reports whether the counted day's budget is used up (g.mu held):
+// a pause from the moment it is, even before a batch waits.
+func (g *Egress) spent() bool { return g.cfg.DailyBytes > 0 && g.used >= g.cfg.DailyBytes }
 
 // Holding reports whether an admission is waiting on the governor (a
 // pause or a rate limit): lanes waiting so are not stalled.
@@ -215,7 +237,11 @@ func (g *Egress) rollover(now time.Time) {
 // be pushed. It returns true to push, false to drop it (BudgetDrop with the
 // day's budget spent; OnDrop was told), or ctx's error once ctx ends while
 // it waits (the batch is then abandoned).
-func (g *Egress) Admit(ctx context.Context, lines int, bytes int64) (bool, error) {
+//
+// stop, when it ends, also ends a wait for the next UTC day (not a rate
+// limit's): a stopping leader need not spend its drain waiting for a
+// midnight that nothing can be pushed before.
+func (g *Egress) Admit(ctx, stop context.Context, lines int, bytes int64) (bool, error) {
 	if g == nil || lines == 0 {
 		return true, nil
 	}
@@ -224,7 +250,7 @@ func (g *Egress) Admit(ctx context.Context, lines int, bytes int64) (bool, error
 		now := g.clock.Now()
 		g.rollover(now)
 		var wait time.Duration
-		if g.cfg.DailyBytes > 0 && g.used >= g.cfg.DailyBytes {
+		if g.spent() {
 			if g.cfg.Action == BudgetDrop {
 				g.mu.Unlock()
 				if g.cfg.OnDrop != nil {
@@ -254,6 +280,10 @@ func (g *Egress) Admit(ctx context.Context, lines int, bytes int64) (bool, error
 			g.mu.Unlock()
 			return true, nil
 		}
+		var stopped <-chan struct{}
+		if g.spent() {
+			stopped = stop.Done()
+		}
 		g.holding++
 		g.mu.Unlock()
 		var err error
@@ -261,6 +291,8 @@ func (g *Egress) Admit(ctx context.Context, lines int, bytes int64) (bool, error
 		case <-g.clock.After(wait):
 		case <-ctx.Done():
 			err = ctx.Err()
+		case <-stopped:
+			err = stop.Err()
 		}
 		g.mu.Lock()
 		g.holding--

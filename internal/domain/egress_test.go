@@ -365,3 +365,80 @@ func TestEgressRestoreEdges(t *testing.T) {
 		t.Fatal("a negative rate must be refused")
 	}
 }
+
+// A record dated later than tomorrow (a replica whose clock was far ahead,
+// or a hand edit) is not taken as today's count: otherwise the day would
+// never roll over and a spent budget would pause until the day after that
+// date.
+func TestEgressRecordFromTheFarFutureIsNotTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := porttest.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		g, err := domain.NewEgress(clk, domain.EgressConfig{DailyBytes: 1000, Action: domain.BudgetPause})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Restore(`{"date":"2099-12-31","bytes":1000}`, true)
+		if st := g.Status(); st.Paused || st.Day != "2026-03-01" || st.Used != 0 {
+			t.Fatalf("after a record dated 2099-12-31: %+v, want today counted from 0", st)
+		}
+		if err := domain.CheckEgressRecord(`{"date":"2099-12-31","bytes":5}`); err != nil {
+			t.Fatalf("a well-formed record is refused by the hand-edit check: %v", err)
+		}
+		for _, bad := range []string{`garbage`, `{"date":"yesterday","bytes":1}`, `{"date":"2026-03-01","bytes":-1}`} {
+			if domain.CheckEgressRecord(bad) == nil {
+				t.Errorf("CheckEgressRecord accepts %s", bad)
+			}
+		}
+	})
+}
+
+// A leader that takes over (or restarts) with the day's budget already
+// spent reports the pause at once, before any batch waits on it: /readyz,
+// /statusz and sf2loki_egress_paused read Status.
+func TestEgressRestoredSpentBudgetIsReportedPaused(t *testing.T) {
+	clk := porttest.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	g, _ := domain.NewEgress(clk, domain.EgressConfig{DailyBytes: 1000, Action: domain.BudgetPause})
+	g.Restore(`{"date":"2026-03-01","bytes":5000}`, true)
+	if st := g.Status(); !st.Paused || !st.Until.Equal(time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("a restored spent budget: %+v, want paused until 00:00 UTC", st)
+	}
+	d, _ := domain.NewEgress(clk, domain.EgressConfig{DailyBytes: 1000, Action: domain.BudgetDrop})
+	d.Restore(`{"date":"2026-03-01","bytes":5000}`, true)
+	if d.Status().Paused {
+		t.Fatal("budget_action drop never pauses")
+	}
+}
+
+// A leader stopped while paused does not spend its drain grace waiting for
+// a midnight nothing can be pushed before: it stops at once, its batches
+// uncommitted.
+func TestEgressStopWhilePausedIsPrompt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := porttest.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		rig := newEgressRig(clk)
+		p, g := egressPipeline(t, clk, rig, domain.EgressConfig{DailyBytes: 1000, Action: domain.BudgetPause}, nil)
+		ctx, stop := context.WithCancel(t.Context())
+		drain, stopDrain := context.WithTimeout(context.Background(), 25*time.Second) // bubble time
+		defer stopDrain()
+		done := make(chan error, 1)
+		go func() {
+			done <- p.Run(ctx, drain, rig, rig.resume, []ports.Source{&seqSource{lane: ports.LaneBulk, key: "elf", n: 100, size: 100}})
+		}()
+		for !g.Status().Paused {
+			synctest.Wait()
+			if ds := clk.Deadlines(); len(ds) > 0 {
+				clk.Set(ds[0])
+			}
+		}
+		synctest.Wait()
+		began := time.Now()
+		stop()
+		<-done
+		if took := time.Since(began); took >= time.Second {
+			t.Errorf("stopping a paused pipeline took %s (bubble time): it waited out the drain grace", took)
+		}
+		if v, _ := rig.resume("elf"); v != "000010" {
+			t.Errorf("checkpoint %q after the stop, want 000010 (the 10 lines the budget admitted)", v)
+		}
+	})
+}

@@ -54,8 +54,9 @@ func (f *flight) lineBytes() int64 {
 // consume batches the lane until it is closed and empty, pushing up to
 // MaxInFlight batches at once. After a fatal error or the end of the drain
 // (drain is done), batches are released uncommitted without a push, so
-// that the producers never block.
-func (p *Pipeline) consume(drain context.Context, l *lane, q *commitQueue, poisoned *poison, fail func(error)) {
+// that the producers never block. Once stop is done (the run ends), a
+// batch waiting for the next UTC day's budget is abandoned at once.
+func (p *Pipeline) consume(stop, drain context.Context, l *lane, q *commitQueue, poisoned *poison, fail func(error)) {
 	var pushes sync.WaitGroup
 	for {
 		// A batch is collected only once it could be pushed: a lane holds at
@@ -67,7 +68,7 @@ func (p *Pipeline) consume(drain context.Context, l *lane, q *commitQueue, poiso
 			// The governor admits batches in the lane's order, before they
 			// queue for a push.
 			l.live.governed.Store(true)
-			push, err := p.cfg.Egress.Admit(drain, len(f.lines), f.lineBytes())
+			push, err := p.cfg.Egress.Admit(drain, stop, len(f.lines), f.lineBytes())
 			l.live.governed.Store(false)
 			switch {
 			case !p.admit(drain, l, f) || err != nil:

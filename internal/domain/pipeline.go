@@ -290,7 +290,7 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 			producers[id].Wait()
 			close(l.ch)
 		}()
-		consumers.Go(func() { p.consume(drain, l, q, poisoned, failAbandon) })
+		consumers.Go(func() { p.consume(ctx, drain, l, q, poisoned, failAbandon) })
 	}
 	consumers.Wait()
 	close(lanesDone)
