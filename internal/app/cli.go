@@ -15,6 +15,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newConfigCommand(), newRunCommand(), newCheckCommand(), newDoctorCommand(), newStateCommand(), newHealthCommand())
+	root.AddCommand(newVersionCommand(), newConfigCommand(), newRunCommand(), newCheckCommand(), newDoctorCommand(), newStateCommand(), newHealthCommand(),
+		newBackfillCommand())
 	return root
 }

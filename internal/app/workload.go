@@ -118,21 +118,9 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 	if err != nil {
 		return nil, err
 	}
-	var sink ports.Sink = base
-	var prepare func(context.Context) error
-	if cfg.ShardName != "" {
-		// Each org's entries carry org, environment and sf_org_id.
-		view, err := base.WithLabels(map[string]string{"org": cfg.ShardName, "environment": cfg.Salesforce.Environment})
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case cfg.Salesforce.OrgID != "":
-			view.Set("sf_org_id", cfg.Salesforce.OrgID)
-		case auth != nil:
-			prepare = orgIDLabel(auth, view, clk, log)
-		}
-		sink = view
+	sink, prepare, err := orgSink(cfg, base, auth, clk, log)
+	if err != nil {
+		return nil, err
 	}
 	realtime, bulk := laneConfigs(cfg)
 	egress, err := domain.NewEgress(clk, egressConfig(cfg, base.Stats, log))
@@ -168,6 +156,26 @@ func egressConfig(cfg *config.Config, stats *loki.Stats, log *slog.Logger) domai
 				stats.Drop("budget", entries)
 			}
 		}}
+}
+
+// orgSink is base with the shard's org labels: in the orgs form, each
+// org's entries carry org, environment and sf_org_id. prepare, when not nil,
+// learns the org's id before the first entry (salesforce.org_id unset).
+func orgSink(cfg *config.Config, base *loki.Sink, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger) (sink ports.Sink, prepare func(context.Context) error, err error) {
+	if cfg.ShardName == "" {
+		return base, nil, nil
+	}
+	view, err := base.WithLabels(map[string]string{"org": cfg.ShardName, "environment": cfg.Salesforce.Environment})
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case cfg.Salesforce.OrgID != "":
+		view.Set("sf_org_id", cfg.Salesforce.OrgID)
+	case auth != nil:
+		prepare = orgIDLabel(auth, view, clk, log)
+	}
+	return view, prepare, nil
 }
 
 // orgIDLabel asks the org's id (once) and sets it as the view's sf_org_id

@@ -1,0 +1,261 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/clock"
+	"github.com/sf2loki/sf2loki/internal/adapters/file"
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// backfillSuffix names the backfill state beside the checkpoint document:
+// state.json → state.backfill.json.
+const backfillSuffix = ".backfill.json"
+
+// backfillName is the backfill state's name beside the checkpoint
+// document's (a file path, an S3 key, a GCS object name).
+func backfillName(p string) string { return strings.TrimSuffix(p, ".json") + backfillSuffix }
+
+// backfillDoc is the backfill state document: the files done, by Id.
+type backfillDoc struct {
+	// Org names the org in the orgs form (for people reading the file).
+	Org   string                  `json:"org,omitempty"`
+	Files map[string]backfillDone `json:"files"`
+}
+
+// backfillDone is one file whose rows Loki all accepted.
+type backfillDone struct {
+	// Created is the file's CreatedDate when it was read: a file listed with
+	// another one (a Daily file regenerated in place) is read again.
+	Created   string `json:"created"`
+	EventType string `json:"event_type"`
+	Interval  string `json:"interval"`
+	LogDate   string `json:"log_date"`
+	Rows      int64  `json:"rows"`
+}
+
+// backfillState is the backfill's own state: a document apart from the
+// daemon's checkpoints, and the lock that keeps a second backfill off it.
+type backfillState struct {
+	store ports.ObjectCAS
+	// lockName names the lock for messages; release gives it up.
+	lockName string
+	release  func()
+	// lost is closed when an object-store lock is lost (lostErr says why).
+	lost    <-chan struct{}
+	lostErr func() error
+
+	mu      sync.Mutex
+	doc     backfillDoc
+	version ports.Version // "" while the document does not exist
+	dirty   bool
+	flushMu sync.Mutex
+}
+
+// openBackfillState opens the backfill state of shard cfg (configured is
+// the whole configuration): the file at statePath when set, else beside the
+// checkpoint document in its store. It never opens the checkpoint
+// document itself.
+func openBackfillState(ctx context.Context, cfg, configured *config.Config, statePath string) (*backfillState, error) {
+	if statePath != "" {
+		abs, err := filepath.Abs(statePath)
+		if err != nil {
+			return nil, &ExitError{Code: ExitInvalidConfig, Err: err}
+		}
+		for _, daemon := range daemonFiles(cfg) {
+			if abs == daemon {
+				return nil, &ExitError{Code: ExitInvalidConfig, Err: fmt.Errorf("--state %s is a file of the daemon (its checkpoint document or lease): give the backfill a file of its own", statePath)}
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+			return nil, &ExitError{Code: 1, Err: err}
+		}
+		return openBackfillFile(abs)
+	}
+	switch cfg.State.Store {
+	case config.StoreFile:
+		if err := shardDir(configured.State.File.Path, cfg.State.File.Path); err != nil {
+			return nil, err
+		}
+		return openBackfillFile(backfillName(cfg.State.File.Path))
+	case config.StoreS3:
+		o := cfg.State.S3
+		o.Key = backfillName(o.Key)
+		store, err := newS3(ctx, o, 0)
+		if err != nil {
+			return nil, &ExitError{Code: ExitInvalidConfig, Err: err}
+		}
+		o.Key += ".lock"
+		lock, err := newS3(ctx, o, leaseMaxSize)
+		if err != nil {
+			return nil, &ExitError{Code: ExitInvalidConfig, Err: err}
+		}
+		return lockObject(ctx, store, lock)
+	case config.StoreGCS:
+		o := cfg.State.GCS
+		o.ObjectName = backfillName(o.ObjectName)
+		store, err := newGCS(ctx, o, 0)
+		if err != nil {
+			return nil, &ExitError{Code: ExitInvalidConfig, Err: err}
+		}
+		o.ObjectName += ".lock"
+		lock, err := newGCS(ctx, o, leaseMaxSize)
+		if err != nil {
+			return nil, &ExitError{Code: ExitInvalidConfig, Err: err}
+		}
+		return lockObject(ctx, store, lock)
+	}
+	return nil, &ExitError{Code: ExitInvalidConfig, Err: fmt.Errorf("state.store %q is not one of file, s3, gcs", cfg.State.Store)}
+}
+
+// daemonFiles are the absolute paths of the daemon's files in cfg: the
+// checkpoint document and a file lease.
+func daemonFiles(cfg *config.Config) []string {
+	var out []string
+	for _, p := range []string{cfg.State.File.Path, cfg.Coordinate.FileLease.Path} {
+		if abs, err := filepath.Abs(p); err == nil && p != "" {
+			out = append(out, abs)
+		}
+	}
+	return out
+}
+
+// openBackfillFile opens a backfill state file and takes its lock, the
+// kernel lock on <path>.instance.lock (released when the process dies).
+func openBackfillFile(path string) (*backfillState, error) {
+	store, err := file.New(file.Config{Path: path})
+	if err != nil {
+		return nil, &ExitError{Code: ExitInvalidConfig, Err: err}
+	}
+	lock, err := file.LockInstance(store.Path(), 0)
+	if errors.Is(err, ports.ErrAlreadyRunning) {
+		holder, _ := os.ReadFile(store.Path() + ".instance.lock")
+		who := strings.TrimSpace(string(holder))
+		if who == "" {
+			who = "holder unknown"
+		}
+		return nil, &ExitError{Code: 1, Err: fmt.Errorf("another sf2loki backfill is running on %s (%s holds %s.instance.lock): "+
+			"let it finish or stop it; two backfills on one state would push the same files", store, who, store.Path())}
+	}
+	if err != nil {
+		return nil, &ExitError{Code: 1, Err: err}
+	}
+	return &backfillState{store: store, lockName: lock.Path(), release: func() { _ = lock.Release() }}, nil
+}
+
+// lockObject takes the run lock of an object-store backfill state.
+func lockObject(ctx context.Context, store, lockStore ports.ObjectCAS) (*backfillState, error) {
+	l, err := domain.AcquireRunLock(ctx, lockStore, clock.New(), domain.RunLockConfig{Holder: HolderID("")})
+	if errors.Is(err, domain.ErrRunLocked) {
+		closer(store)()
+		closer(lockStore)()
+		return nil, &ExitError{Code: 1, Err: fmt.Errorf("another sf2loki backfill is running on %s: %w; let it finish or stop it "+
+			"(a lock its run left behind is taken over once it has not been renewed for %s)", store, err, domain.DefaultRunLockTTL)}
+	}
+	if err != nil {
+		closer(store)()
+		closer(lockStore)()
+		return nil, &ExitError{Code: 1, Err: err}
+	}
+	release := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = l.Release(ctx)
+		closer(lockStore)()
+		closer(store)()
+	}
+	return &backfillState{store: store, lockName: lockStore.String(), release: release, lost: l.Lost(), lostErr: l.Err}, nil
+}
+
+// load reads the document (none yet: no file is done).
+func (s *backfillState) load(ctx context.Context, org string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.doc = backfillDoc{Org: org, Files: map[string]backfillDone{}}
+	obj, err := s.store.Get(ctx)
+	if errors.Is(err, ports.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the backfill state %s: %w", s.store, err)
+	}
+	var doc backfillDoc
+	if err := json.Unmarshal(obj.Data, &doc); err != nil {
+		return fmt.Errorf("the backfill state %s is not a backfill state document (%w); move it aside to start the backfill over", s.store, err)
+	}
+	if doc.Files == nil {
+		doc.Files = map[string]backfillDone{}
+	}
+	if org != "" {
+		doc.Org = org
+	}
+	s.doc, s.version = doc, obj.Version
+	return nil
+}
+
+// done reports whether f was read before, as listed now (same CreatedDate).
+func (s *backfillState) done(f salesforce.HistoryFile) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.doc.Files[f.ID]
+	return ok && d.Created == f.Created
+}
+
+// mark records f as done (written by the next flush).
+func (s *backfillState) mark(f salesforce.HistoryFile, rows int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.doc.Files[f.ID] = backfillDone{Created: f.Created, EventType: f.EventType, Interval: f.Interval,
+		LogDate: f.LogDate.UTC().Format(time.RFC3339), Rows: rows}
+	s.dirty = true
+}
+
+// size is how many files the document holds.
+func (s *backfillState) size() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.doc.Files)
+}
+
+// flush writes the document when files were marked since the last write:
+// one conditional write (this run holds the lock, so it is the only
+// writer).
+func (s *backfillState) flush(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	if !s.dirty {
+		s.mu.Unlock()
+		return nil
+	}
+	data, err := json.MarshalIndent(s.doc, "", " ")
+	pre := ports.CreateOnly()
+	if s.version != "" {
+		pre = ports.IfVersion(s.version)
+	}
+	s.dirty = false
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	v, err := s.store.Put(ctx, data, pre)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.dirty = true
+		return fmt.Errorf("write the backfill state %s: %w", s.store, err)
+	}
+	s.version = v
+	return nil
+}
