@@ -50,6 +50,13 @@ SF2LOKI_SERVICE__HEALTH_ADDR=$B_ADDR SF2LOKI_COORDINATE__FILE_LEASE__HOLDER_ID=r
   ./bin/sf2loki run --config "$DEMO/sf2loki.yaml" > "$DEMO/replica-b.log" 2>&1 &
 pids+=($!)
 sleep 2
+# The leader is the replica whose /readyz starts with "leader" (waiting up to 10s more).
+LEADER_ADDR=$A_ADDR LEADER=replica-a
+for _ in $(seq 1 100); do
+  if [[ $(curl -s "http://$A_ADDR/readyz" || true) == leader* ]]; then LEADER_ADDR=$A_ADDR LEADER=replica-a; break; fi
+  if [[ $(curl -s "http://$B_ADDR/readyz" || true) == leader* ]]; then LEADER_ADDR=$B_ADDR LEADER=replica-b; break; fi
+  sleep 0.1
+done
 
 cat <<EOT
 sf2loki demo running (logs in $DEMO/):
@@ -58,7 +65,7 @@ sf2loki demo running (logs in $DEMO/):
   replica-b         http://$B_ADDR      (pid ${pids[2]})  /readyz: $(curl -s "http://$B_ADDR/readyz" || true)
 
 Watch the leader:   curl -s $A_ADDR/readyz $B_ADDR/readyz; curl -s $A_ADDR/statusz
-Metrics:            curl -s $A_ADDR/metrics | grep ^sf2loki_
+Metrics:            curl -s $LEADER_ADDR/metrics | grep ^sf2loki_   (the leader, $LEADER)
 Query the logs:     curl -s 'http://$LOGS_ADDR/select/logsql/query?query=%7Bsource%3D%22synthetic%22%7D%20%7C%20limit%205'
 Checkpoints:        ./bin/sf2loki state --config $DEMO/sf2loki.yaml show
 Fail over:          kill -9 <the leader's pid>   (the standby's /readyz turns to "leader" within ~8s)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -161,5 +162,11 @@ func TestMakeDemo(t *testing.T) {
 	after, _, _ := strings.Cut(got[strings.LastIndex(got, "after 6s:")+1:], "\n")
 	if err != nil || !strings.Contains(after, "leader") || !strings.Contains(after, "standby") || !strings.Contains(got, "synthetic:LoginEvent") {
 		t.Fatalf("make demo (%v): want one leader, one standby and stored checkpoints:\n%s", err, got)
+	}
+	// The metrics command names the leader's address, whichever replica leads.
+	leader := regexp.MustCompile(`(?m)^\s+(replica-[ab])\s+http://(\S+)\s.*/readyz: leader$`).FindStringSubmatch(got)
+	metrics := regexp.MustCompile(`(?m)^Metrics:\s+curl -s (\S+)/metrics .*$`).FindStringSubmatch(got)
+	if leader == nil || metrics == nil || metrics[1] != leader[2] || !strings.Contains(metrics[0], leader[1]) {
+		t.Fatalf("make demo: the Metrics line %q does not name the leader %q:\n%s", metrics, leader, got)
 	}
 }
