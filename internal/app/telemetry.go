@@ -367,7 +367,7 @@ func (t *Telemetry) RegisterSink(stats *loki.Stats) func(time.Duration) {
 				return nil
 			}))
 	}
-	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_entries_dropped", metric.WithDescription("Entries Loki rejected for good, by reason."),
+	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_entries_dropped", metric.WithDescription("Entries never shipped whose checkpoints moved on, by reason: bad_request and oversized_413 (Loki refused the entry pushed alone), budget (egress budget_action drop)."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			for reason, n := range stats.Dropped() {
 				o.Observe(n, metric.WithAttributes(attribute.String("reason", reason)))
