@@ -150,7 +150,7 @@ func egressConfig(cfg *config.Config, stats *loki.Stats, log *slog.Logger) domai
 		action = domain.BudgetDrop
 	}
 	return domain.EgressConfig{LinesPerSecond: float64(e.MaxLinesPerSecond) / float64(share), BytesPerSecond: float64(e.MaxBytesPerSecond) / float64(share),
-		DailyBytes: e.DailyByteBudget / share, Action: action, Logger: log,
+		DailyBytes: ceilShare(e.DailyByteBudget, share), Action: action, Logger: log,
 		OnDrop: func(entries int, _ int64) {
 			if stats != nil {
 				stats.Drop("budget", entries)
@@ -177,6 +177,10 @@ func orgSink(cfg *config.Config, base *loki.Sink, auth *salesforce.Auth, clk por
 	}
 	return view, prepare, nil
 }
+
+// ceilShare is n split over share parts, rounded up: a budget smaller than
+// the number of orgs stays a budget (0 would be none).
+func ceilShare(n, share int64) int64 { return (n + share - 1) / share }
 
 // orgIDLabel asks the org's id (once) and sets it as the view's sf_org_id
 // label before the first entry, so that every copy of an entry carries the
