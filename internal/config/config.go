@@ -170,6 +170,7 @@ type LokiSink struct {
 	AuthToken                string            `yaml:"auth_token" mapstructure:"auth_token" default:"" secret:"true" doc:"A token (secret): basic auth with tenant_id or basic_auth_user, else a bearer token. Prefer auth_token_file."`
 	AuthTokenFile            string            `yaml:"auth_token_file" mapstructure:"auth_token_file" default:"" doc:"A file holding the token (trimmed); used when auth_token is empty."`
 	BasicAuthUser            string            `yaml:"basic_auth_user" mapstructure:"basic_auth_user" default:"" doc:"The basic-auth user for the token (default tenant_id)."`
+	Headers                  map[string]string `yaml:"headers" mapstructure:"headers" default:"" secret:"true" doc:"Extra HTTP headers sent on every push, such as an API gateway's key. Every value is a secret: masked wherever it appears in logs and errors. Refused: Content-Type and Content-Encoding (from encoding), the headers the HTTP client sets (Host, Content-Length, Connection, ...), Authorization when auth_token, auth_token_file or a user in url is set, and X-Scope-OrgID when tenant_id is set (those keys own them)."`
 	Encoding                 string            `yaml:"encoding" mapstructure:"encoding" default:"protobuf" enum:"protobuf,json" doc:"protobuf (snappy; Loki's canonical format) or json (gzip; for debugging)."`
 	Labels                   map[string]string `yaml:"labels" mapstructure:"labels" default:"" doc:"Static labels on every stream; only job, service_name, sf_org_id, environment and org are allowed."`
 	StructuredMetadataFields []string          `yaml:"structured_metadata_fields" mapstructure:"structured_metadata_fields" default:"" doc:"Top-level keys of a JSON line promoted to structured metadata (user ids, IPs: never labels)."`
@@ -179,6 +180,16 @@ type LokiSink struct {
 	ReorderWindow            time.Duration     `yaml:"reorder_window" mapstructure:"reorder_window" default:"30m" min:"1s" max:"24h" zero:"allowed" doc:"A batch is pushed before an earlier one of its lane has landed only when its entries are at most this much newer than that batch's oldest: Loki refuses, per stream, entries older than the stream's newest by more than half its max_chunk_age (1h by default: keep this under it). 0 for a Loki with unordered_writes: false (a batch then overtakes only batches at least as new)."`
 	Batch                    Batch             `yaml:"batch" mapstructure:"batch" doc:"Batching and queue bounds, per lane (realtime streams and bulk downloads each get their own)."`
 	Egress                   Egress            `yaml:"egress" mapstructure:"egress" doc:"Bounds on what is shipped: rates (lossless: pushes wait) and a daily byte budget. All off by default (docs/governance.md)."`
+	TLS                      LokiTLS           `yaml:"tls" mapstructure:"tls" doc:"TLS for an https url (TLS 1.2 at least): the CAs to trust, a client certificate for mutual TLS, the server name. The files are read at start. Pushes go through the proxy the standard environment variables name: HTTPS_PROXY for an https url, HTTP_PROXY for an http one, except to the hosts NO_PROXY lists (docs/operations.md, Loki over TLS)."`
+}
+
+// LokiTLS configures the Loki client's TLS.
+type LokiTLS struct {
+	CAFile             string `yaml:"ca_file" mapstructure:"ca_file" default:"" doc:"A PEM bundle of the CAs that may sign Loki's certificate. It replaces the system roots: only its CAs are trusted (put the public roots in the bundle too to trust both). Blank: the system roots."`
+	CertFile           string `yaml:"cert_file" mapstructure:"cert_file" default:"" doc:"A PEM client certificate for mutual TLS (its intermediates may follow it); needs key_file."`
+	KeyFile            string `yaml:"key_file" mapstructure:"key_file" default:"" doc:"The PEM private key of cert_file (PKCS#8, PKCS#1 or EC); needs cert_file."`
+	ServerName         string `yaml:"server_name" mapstructure:"server_name" default:"" doc:"The name Loki's certificate must hold, also sent as SNI; blank: the host of url. For a url that names an IP address or another name than the certificate's."`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" mapstructure:"insecure_skip_verify" default:"false" doc:"Accept any server certificate: the connection is encrypted, but anyone on the network path can read and forge it (the entries and the credentials). For a test only: check and the daemon warn. Prefer ca_file."`
 }
 
 // Egress bounds what is shipped to Loki.

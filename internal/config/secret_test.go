@@ -15,6 +15,7 @@ import (
 var notSecret = map[string]string{
 	"key":       "an object's name in a bucket",
 	"token_ttl": "a duration",
+	"key_file":  "a path: the file holds the Loki client certificate's private key, read at start",
 }
 
 // secretName matches the names of keys that may hold a secret.

@@ -150,6 +150,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		c.validateOrg(o, add, addOnce, requiredFor)
 	}
 	c.checkOverlap(orgs, add)
+	c.checkLokiClient(add)
 	warnings = append(warnings, c.validateShape(add)...)
 	c.checkApexLog(orgs, add)
 	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
@@ -174,6 +175,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 			"(sink.loki.batch.max_wait + 5 push attempts of sink.loki.timeout + the checkpoint commit interval); the daemon uses %s", st, least))
 	}
 	warnings = append(warnings, c.egressWarnings()...)
+	warnings = append(warnings, c.lokiClientWarnings()...)
 	if ct != CoordinateNoop && ct != CoordinateFileLease && c.State.Store == StoreFile {
 		warnings = append(warnings, fmt.Sprintf("coordinate.type %s with state.store file: every replica must mount the same state file on shared storage, "+
 			"or a new leader starts from its own stale checkpoints; use state.store s3 or gcs", ct))
