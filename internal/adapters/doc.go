@@ -1,8 +1,12 @@
 // Package adapters is the home of sf2loki's technology adapters, one
-// subpackage per technology (clock, and later s3, gcs, file, k8s, loki,
-// salesforce). Each implements a port from internal/ports and translates
-// its backend's errors into the ports' sentinels.
+// subpackage per technology: the stores (s3, gcs, file, k8s), the Loki sink
+// (loki), the sources (salesforce and its pubsub, synthetic), the real clock
+// (clock), and the helpers they share (redact, lograte). Each implements a
+// port from internal/ports and translates its backend's errors into the
+// ports' sentinels.
 //
 // Imports: adapters import internal/ports (and may use internal/domain record
-// types) plus their SDKs; they never import internal/app or each other.
+// types and internal/domain/shape), their SDKs and other adapters (redact,
+// lograte, clock; pubsub builds on salesforce); they never import internal/app
+// or internal/config (make lint enforces both).
 package adapters

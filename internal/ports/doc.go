@@ -1,8 +1,9 @@
 // Package ports declares the interfaces the sf2loki core needs from the
-// outside world: ObjectCAS (one small document with compare-and-swap) and
-// Clock (time, injectable so the core is deterministic under test), together
-// with the sentinel errors and the transient-error classification every
-// adapter must honour.
+// outside world: ObjectCAS (one small document with compare-and-swap), Clock
+// (time, injectable so the core is deterministic under test), and Source and
+// Sink (what produces entries and where they are pushed), together with the
+// sentinel errors and the transient-error classification every adapter must
+// honour.
 //
 // Imports: the standard library only. The domain (internal/domain) depends on
 // this package; adapters (internal/adapters/...) implement it. The contract

@@ -1,7 +1,9 @@
 // Package testenv starts the real servers that adapter and integration tests
-// run against (versitygw for S3, fake-gcs-server for GCS, and later a
-// Kubernetes API server and a Loki push peer), on random loopback ports, and
-// stops them when the test ends.
+// run against (versitygw for S3, fake-gcs-server for GCS, etcd and
+// kube-apiserver for Kubernetes Leases, VictoriaLogs as the Loki push peer),
+// on random loopback ports, and stops them when the test ends. It also builds
+// the sf2loki binary once per test process, makes test CAs and RSA keys, and
+// reads the repository's files (the code blocks of its documents).
 //
 // Test support only: production code must not import it. Binaries come from
 // .bin/ (installed by `make tools`). When a binary is missing the test is

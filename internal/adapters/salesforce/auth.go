@@ -1,6 +1,9 @@
 // Package salesforce talks to a Salesforce org: OAuth 2.0 server-to-server
 // authentication (JWT bearer and client credentials) with a single-flight
-// token cache, and authenticated REST calls that re-mint once on a 401.
+// token cache, authenticated REST calls that re-mint once on a 401, and the
+// REST sources built on them: EventLogFile (and its history for backfills),
+// SOQL polling of event objects (eventlog_objects), Apex debug logs through
+// the Tooling API (apexlog), and the org's limits.
 package salesforce
 
 import (
