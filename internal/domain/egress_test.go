@@ -431,11 +431,12 @@ func TestEgressStopWhilePausedIsPrompt(t *testing.T) {
 			}
 		}
 		synctest.Wait()
-		began := time.Now()
 		stop()
-		<-done
-		if took := time.Since(began); took >= time.Second {
-			t.Errorf("stopping a paused pipeline took %s (bubble time): it waited out the drain grace", took)
+		if err := <-done; err != nil {
+			t.Logf("run: %v", err)
+		}
+		if drain.Err() != nil {
+			t.Error("stopping a paused pipeline waited out the drain grace (25s)")
 		}
 		if v, _ := rig.resume("elf"); v != "000010" {
 			t.Errorf("checkpoint %q after the stop, want 000010 (the 10 lines the budget admitted)", v)
