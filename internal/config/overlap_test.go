@@ -67,3 +67,14 @@ func TestOverlapIsCheckedPerOrg(t *testing.T) {
 		t.Fatalf("got\n%s\nwant only %q", got, want)
 	}
 }
+
+// SOQL object names are case-insensitive, and Event Log Objects are the
+// EventLogFile rows: each spelling is the category of the type.
+func TestOverlapIgnoresCaseAndCoversEventLogObjects(t *testing.T) {
+	for _, obj := range []string{"loginevent", "LOGINHISTORY", "LoginEventLog"} {
+		got := problems(t, overlapBase+"sources: {eventlogfile: {event_types: [Login]}, eventlog_objects: {objects: [{name: "+obj+"}]}}\n")
+		if want := `sources.eventlog_objects.objects[0].name "` + obj + `" and sources.eventlogfile.event_types "Login"`; !strings.Contains(got, want) {
+			t.Errorf("%s: got\n%s\nwant %q", obj, got, want)
+		}
+	}
+}

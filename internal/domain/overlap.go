@@ -19,19 +19,22 @@ const (
 	SourceSynthetic       = "synthetic"
 )
 
-// categorySuffixes are cut from a name's end, the first that matches.
-var categorySuffixes = []string{"EventStream", "EventStore", "Event"}
+// categorySuffixes are cut from a lower-cased name's end, the first that
+// matches: eventlog names Salesforce's Event Log Objects (LoginEventLog,
+// the queryable twin of the Login EventLogFile type).
+var categorySuffixes = []string{"eventstream", "eventstore", "eventlog", "event"}
 
 // categoryAliases are categories another name spells differently.
 var categoryAliases = map[string]string{"loginhistory": "login"}
 
 // Category is the event category a source's name ingests: the name's last
 // path element (a Pub/Sub topic /event/LoginEventStream gives
-// LoginEventStream) without a trailing EventStream, EventStore or Event,
-// spaces removed, in lower case; LoginHistory is login. So the Pub/Sub
-// topic /event/LoginEventStream, the object LoginEvent (eventlog_objects)
-// and the EventLogFile type Login are all login: each ships the same
-// logins.
+// LoginEventStream) in lower case (SOQL names are case-insensitive),
+// spaces removed, without a trailing eventstream, eventstore, eventlog or
+// event; loginhistory is login. So the Pub/Sub topic
+// /event/LoginEventStream, the objects LoginEvent, loginevent and
+// LoginEventLog (eventlog_objects) and the EventLogFile type Login are all
+// login: each ships the same logins.
 //
 // ok is false for a name that never overlaps another: a custom or
 // namespaced one (any __ suffix: platform events __e, objects __c, big
@@ -45,7 +48,7 @@ func Category(source, name string) (cat string, ok bool) {
 	if source == SourcePubSub && !strings.HasPrefix(name, "/event/") {
 		return "", false
 	}
-	base := strings.ReplaceAll(name[strings.LastIndexByte(name, '/')+1:], " ", "")
+	base := strings.ToLower(strings.ReplaceAll(name[strings.LastIndexByte(name, '/')+1:], " ", ""))
 	if base == "" || base == "*" || strings.Contains(base, "__") {
 		return "", false
 	}
@@ -55,7 +58,7 @@ func Category(source, name string) (cat string, ok bool) {
 			break
 		}
 	}
-	cat = strings.ToLower(base)
+	cat = base
 	if alias, found := categoryAliases[cat]; found {
 		cat = alias
 	}

@@ -59,6 +59,31 @@ func TestCategory(t *testing.T) {
 	}
 }
 
+// SOQL object names are case-insensitive: any spelling of LoginEvent is
+// the login category, its suffix cut whatever its case.
+func TestCategoryIgnoresTheNamesCase(t *testing.T) {
+	for _, name := range []string{"loginevent", "LOGINEVENT", "LoginEVENT", "LOGINHISTORY", "logineventlog"} {
+		if got, _ := domain.Category(domain.SourceEventlogObjects, name); got != "login" {
+			t.Errorf("Category(eventlog_objects, %q) = %q, want login", name, got)
+		}
+	}
+	if got, _ := domain.Category(domain.SourcePubSub, "/event/loginEVENTSTREAM"); got != "login" {
+		t.Errorf("Category(pubsub, /event/loginEVENTSTREAM) = %q, want login", got)
+	}
+}
+
+// Salesforce's Event Log Objects (LoginEventLog, ApiEventLog) hold the
+// EventLogFile rows as queryable objects: the same category as the type.
+func TestEventLogObjectsShareTheEventLogFileCategory(t *testing.T) {
+	for obj, elf := range map[string]string{"LoginEventLog": "Login", "ApiEventLog": "API", "LightningPageViewEventLog": "LightningPageView"} {
+		a, _ := domain.Category(domain.SourceEventlogObjects, obj)
+		b, _ := domain.Category(domain.SourceEventLogFile, elf)
+		if a != b || a == "" {
+			t.Errorf("%s -> %q, %s -> %q: one category expected", obj, a, elf, b)
+		}
+	}
+}
+
 // decided maps each listed name to whether the lister ingests it.
 func decided(ds []domain.Decision) map[string]bool {
 	out := map[string]bool{}
