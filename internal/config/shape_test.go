@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain/shape"
 )
 
 func TestTransformsAndSampleAreCheckedAtLoad(t *testing.T) {
@@ -135,5 +136,78 @@ sources:
 `))
 	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "sources.eventlogfile.transforms[0] drops CLIENT_IP, which sink.loki.structured_metadata_fields promotes") {
 		t.Fatalf("%v %q", err, warnings)
+	}
+}
+
+// Pub/Sub's sample keys and rules' event_types name a topic or its last
+// element, the event_type label's value: an environment override can only
+// name the latter (a variable's name holds no /).
+func TestPubSubShapesMatchTheTopicsLastElement(t *testing.T) {
+	t.Setenv("SF2LOKI_SOURCES__PUBSUB__SAMPLE__APIEVENTSTREAM", "0.25")
+	cfg, warnings, err := config.Load(write(t, orgsSink+`salesforce: {auth_mode: client_credentials, client_id: x, client_secret: y, login_url: "https://x.my.salesforce.com"}
+sources:
+  transform_salt: pepper
+  pubsub:
+    topics: [/event/ApiEventStream, /event/LoginEventStream]
+    transforms:
+      - {action: hash, fields: [UserId], event_types: [LoginEventStream]}
+`))
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("%v %q", err, warnings)
+	}
+	s, err := shape.New("pubsub", cfg.Sources.Shape("pubsub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.For("/event/ApiEventStream").Sampling() {
+		t.Errorf("SF2LOKI_SOURCES__PUBSUB__SAMPLE__APIEVENTSTREAM=0.25 samples nothing on /event/ApiEventStream")
+	}
+	rec := map[string]any{"UserId": "005000000000001"}
+	s.For("/event/LoginEventStream").Values(rec)
+	if rec["UserId"] == "005000000000001" {
+		t.Errorf("a hash rule with event_types [LoginEventStream] leaves UserId in clear text on /event/LoginEventStream")
+	}
+	// Only Pub/Sub's names are paths.
+	if s, _ := shape.New("eventlogfile", cfg.Sources.Shape("eventlogfile")); s != nil && s.For("a/ApiEventStream").Sampling() {
+		t.Errorf("eventlogfile matched a last path element")
+	}
+}
+
+// A sample key or an event_types glob matching none of the names a source
+// lists shapes nothing: check warns. A "*" source is not checked.
+func TestShapesMatchingNoListedNameWarn(t *testing.T) {
+	_, warnings, err := config.Load(write(t, orgsSink+`salesforce: {auth_mode: client_credentials, client_id: x, client_secret: y, login_url: "https://x.my.salesforce.com"}
+sources:
+  allow_overlap: true
+  pubsub:
+    topics: [/event/ApiEventStream]
+    sample: {"/event/ApiEventStream": 0.5, apieventstream: 0.5, "*Api*": 0.5, LoginEventStream: 0.1}
+    transforms: [{action: mask, fields: [SourceIp], event_types: [ApiEventStream, "/event/LoginEvent*"]}]
+  eventlogfile:
+    event_types: [API]
+    sample: {api: 0.5, Login: 0.5}
+  eventlog_objects:
+    objects: [{name: ApiEvent}]
+    transforms: [{action: mask, name: ip, fields: [SourceIp], event_types: [LoginEvent]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`sources.pubsub.sample.LoginEventStream matches none of the names the source lists (/event/ApiEventStream): it samples nothing`,
+		`sources.pubsub.transforms[0].event_types "/event/LoginEvent*" matches none of the names the source lists (/event/ApiEventStream): rule mask#1 applies to no row`,
+		`sources.eventlogfile.sample.Login matches none of the names the source lists (API): it samples nothing`,
+		`sources.eventlog_objects.transforms[0].event_types "LoginEvent" matches none of the names the source lists (ApiEvent): rule ip applies to no row`,
+	}
+	if strings.Join(warnings, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warnings, "\n"), strings.Join(want, "\n"))
+	}
+	_, warnings, err = config.Load(write(t, orgsSink+`salesforce: {auth_mode: client_credentials, client_id: x, client_secret: y, login_url: "https://x.my.salesforce.com"}
+sources:
+  pubsub: {topics: ["*"], sample: {Nothing: 0.5}}
+  eventlogfile: {event_types: ["*"], sample: {Nothing: 0.5}}
+`))
+	if err != nil || len(warnings) != 0 {
+		t.Errorf("a \"*\" source: %v %q", err, warnings)
 	}
 }

@@ -35,9 +35,11 @@ func (s Sources) shapeOf(source string) ([]Transform, map[string]float64) {
 
 // Shape is a source's (one of ShapeSources) transforms and sample as the
 // shape engine takes them; the salt and the counters are the caller's.
+// Pub/Sub's event types are topics: its rules and sample entries match a
+// topic (/event/LoginEventStream) or its last element (LoginEventStream).
 func (s Sources) Shape(source string) shape.Config {
 	ts, sample := s.shapeOf(source)
-	cfg := shape.Config{Sample: sample}
+	cfg := shape.Config{Sample: sample, PathTypes: source == "pubsub"}
 	for _, t := range ts {
 		cfg.Rules = append(cfg.Rules, shape.Rule{Action: t.Action, Fields: t.Fields, Match: t.Match, Pattern: t.Pattern,
 			Replacement: t.Replacement, Name: t.Name, EventTypes: t.EventTypes})
@@ -117,8 +119,70 @@ func (c *Config) validateShape(add func(path, format string, args ...any)) (warn
 				}
 			}
 		}
+		warnings = append(warnings, o.src.unmatchedShapeNames(o.prefix)...)
 		if path := o.src.HashRule(); path != "" && !o.src.Salted() {
 			warnings = append(warnings, UnsaltedHashWarning(o.prefix, path))
+		}
+	}
+	return warnings
+}
+
+// listedNames are the names a source ingests as the configuration lists
+// them: pubsub's topics, eventlogfile's event types, eventlog_objects'
+// objects.
+func (s Sources) listedNames(source string) []string {
+	switch source {
+	case "pubsub":
+		return s.PubSub.Topics
+	case "eventlogfile":
+		return s.EventLogFile.EventTypes
+	case "eventlog_objects":
+		var names []string
+		for _, o := range s.EventlogObjects.Objects {
+			names = append(names, o.Name)
+		}
+		return names
+	}
+	return nil
+}
+
+// unmatchedShapeNames warns about each sample key and rule event_types
+// glob of pubsub, eventlogfile and eventlog_objects that matches none of
+// the names the source lists (a topic by its whole name or its last
+// element, without regard to case): such an entry samples or shapes
+// nothing. A source listing "*" or nothing is not checked.
+func (s Sources) unmatchedShapeNames(prefix string) []string {
+	var warnings []string
+	for _, src := range []string{"pubsub", "eventlogfile", "eventlog_objects"} {
+		listed := s.listedNames(src)
+		if len(listed) == 0 || slices.Contains(listed, "*") {
+			continue
+		}
+		var names []string
+		for _, n := range listed {
+			low := strings.ToLower(n)
+			names = append(names, low)
+			if i := strings.LastIndexByte(low, '/'); src == "pubsub" && i >= 0 && i < len(low)-1 {
+				names = append(names, low[i+1:])
+			}
+		}
+		none := func(glob string) bool {
+			return glob != "" && !slices.ContainsFunc(names, shape.CompileGlob(strings.ToLower(glob)).Match)
+		}
+		ts, sample := s.shapeOf(src)
+		for _, k := range slices.Sorted(maps.Keys(sample)) {
+			if none(k) {
+				warnings = append(warnings, fmt.Sprintf("%ssources.%s.sample.%s matches none of the names the source lists (%s): it samples nothing",
+					prefix, src, k, strings.Join(listed, ", ")))
+			}
+		}
+		for i, t := range ts {
+			for _, e := range t.EventTypes {
+				if none(e) {
+					warnings = append(warnings, fmt.Sprintf("%ssources.%s.transforms[%d].event_types %q matches none of the names the source lists (%s): rule %s applies to no row",
+						prefix, src, i, e, strings.Join(listed, ", "), shape.RuleName(shape.Rule{Action: t.Action, Name: t.Name}, i)))
+				}
+			}
 		}
 	}
 	return warnings

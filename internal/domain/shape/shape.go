@@ -33,11 +33,14 @@ type Rule struct {
 	Action string
 	// Fields are the field names or globs the action applies to (every
 	// action but DropRow), matched case-sensitively against a row's
-	// top-level field names. A field a row lacks is left alone.
+	// top-level field names. A dotted name (ChangeEventHeader.commitUser)
+	// is a path into a decoded record's nested records, a segment per
+	// dot, its last segment a name or a glob; on a flat (string) row it is
+	// the name as written. A field a row lacks is left alone.
 	Fields []string
-	// Match (DropRow only) maps field names to globs over the field's
-	// text: a row is dropped when every field named is present and
-	// matches.
+	// Match (DropRow only) maps field names (a dotted one is a path, as in
+	// Fields) to globs over the field's text: a row is dropped when every
+	// field named is present and matches.
 	Match map[string]string
 	// Pattern (RegexReplace only) is an RE2 expression; Replacement
 	// replaces each match, with $1 or ${name} for groups.
@@ -68,6 +71,12 @@ type Config struct {
 	Filtered func(rule string)
 	// SampledOut, if set, counts a row sampling left out, by event type.
 	SampledOut func(eventType string)
+	// PathTypes: the event types are paths (Pub/Sub topics such as
+	// /event/LoginEventStream), and a rule's EventTypes and the Sample's
+	// globs match the whole path or its last element (LoginEventStream,
+	// the event_type label's value). An exact name wins over a glob; of
+	// two exact names, the whole path.
+	PathTypes bool
 }
 
 // Errors of a configuration New refuses: every one it returns wraps one of
@@ -163,6 +172,8 @@ func Validate(cfg Config) []error {
 			for _, f := range slices.Sorted(maps.Keys(r.Match)) {
 				if f == "" {
 					bad("match", "an empty field name: name the field whose text is compared")
+				} else if reason := badPath(f); reason != "" || IsGlob(f) && strings.Contains(f, ".") {
+					bad("match", "%q: %s", f, cmp.Or(reason, "a dotted match field names one field: no glob"))
 				}
 			}
 		} else {
@@ -171,6 +182,11 @@ func Validate(cfg Config) []error {
 			}
 			if slices.Contains(r.Fields, "") {
 				bad("fields", "an empty field name: write a name or a glob such as USER_* or *_IP")
+			}
+			for _, f := range r.Fields {
+				if reason := badPath(f); reason != "" {
+					bad("fields", "%q: %s", f, reason)
+				}
 			}
 			if len(r.Match) > 0 {
 				bad("match", "only drop_row reads match; %s applies to fields", r.Action)
@@ -213,6 +229,23 @@ func Validate(cfg Config) []error {
 	return errs
 }
 
+// badPath says what is wrong with a dotted field name (a path into nested
+// records, ChangeEventHeader.commitUser), "" when nothing is (or it has no
+// dot).
+func badPath(f string) string {
+	if !strings.Contains(f, ".") {
+		return ""
+	}
+	parents, leaf := splitPath(f)
+	if leaf == "" || slices.Contains(parents, "") {
+		return "an empty name between dots: a dotted name is a path into nested records, such as ChangeEventHeader.commitUser"
+	}
+	if slices.ContainsFunc(parents, IsGlob) {
+		return "a glob before the last dot: the records on the path are named exactly (ChangeEventHeader.*User, not *.commitUser); to hide a whole nested record, hash or drop its top-level field"
+	}
+	return ""
+}
+
 // maxPlans bounds the plans a Shaper caches (one per event type seen);
 // event types past it get a plan built on each call.
 const maxPlans = 4096
@@ -233,6 +266,7 @@ type Shaper struct {
 	sampledOut func(string)
 	plans      sync.Map // event type → *Plan
 	planCount  atomic.Int32
+	pathTypes  bool
 }
 
 type sampleGlob struct {
@@ -248,7 +282,7 @@ func New(source string, cfg Config) (*Shaper, error) {
 		return nil, fmt.Errorf("%s: %w", source, errors.Join(errs...))
 	}
 	s := &Shaper{source: source, hasher: newHasher([]byte(cfg.Salt)), exact: map[string]float64{},
-		filtered: cfg.Filtered, sampledOut: cfg.SampledOut}
+		filtered: cfg.Filtered, sampledOut: cfg.SampledOut, pathTypes: cfg.PathTypes}
 	if s.filtered == nil {
 		s.filtered = func(string) {}
 	}
@@ -301,17 +335,27 @@ func (s *Shaper) For(eventType string) *Plan {
 }
 
 func (s *Shaper) plan(eventType string) *Plan {
-	low := strings.ToLower(eventType)
+	names := []string{strings.ToLower(eventType)}
+	if i := strings.LastIndexByte(names[0], '/'); s.pathTypes && i >= 0 && i < len(names[0])-1 {
+		names = append(names, names[0][i+1:])
+	}
+	matches := func(g Glob) bool { return slices.ContainsFunc(names, g.Match) }
 	p := &Plan{shaper: s, eventType: eventType, keepAll: true}
 	for _, r := range s.rules {
-		if len(r.events) == 0 || slices.ContainsFunc(r.events, func(g Glob) bool { return g.Match(low) }) {
+		if len(r.events) == 0 || slices.ContainsFunc(r.events, matches) {
 			p.rules = append(p.rules, r)
 		}
 	}
-	f, ok := s.exact[low]
+	var f float64
+	ok := false
+	for _, n := range names {
+		if f, ok = s.exact[n]; ok {
+			break
+		}
+	}
 	if !ok {
 		for _, g := range s.globs {
-			if g.glob.Match(low) {
+			if matches(g.glob) {
 				f, ok = g.fraction, true
 				break
 			}
@@ -383,6 +427,15 @@ func (p *Plan) Strings(row map[string]string) bool {
 			}
 			continue
 		}
+		for _, fp := range r.paths {
+			if v, ok := row[fp.name]; ok && fp.glob == nil { // a flat row: the dotted name as it is
+				if r.action == DropField {
+					delete(row, fp.name)
+				} else {
+					row[fp.name] = r.applyString(h, v)
+				}
+			}
+		}
 		if len(r.globs) == 0 {
 			for _, f := range r.exact {
 				if v, ok := row[f]; ok {
@@ -426,6 +479,11 @@ func (p *Plan) Values(rec map[string]any) bool {
 			}
 			continue
 		}
+		for _, fp := range r.paths {
+			if m, ok := nested(rec, fp.parents); ok {
+				r.values(h, m, fp.leaf, fp.glob)
+			}
+		}
 		if len(r.globs) == 0 {
 			for _, f := range r.exact {
 				if v, ok := rec[f]; ok {
@@ -452,6 +510,51 @@ func (p *Plan) Values(rec map[string]any) bool {
 	return true
 }
 
+// values applies the rule to the field leaf of m, or to each field the
+// glob g (when set) matches.
+func (r *rule) values(h *hasher, m map[string]any, leaf string, g *Glob) {
+	apply := func(k string, v any) {
+		if r.action == DropField {
+			delete(m, k)
+		} else {
+			m[k] = r.applyValue(h, v)
+		}
+	}
+	if g == nil {
+		if v, ok := m[leaf]; ok {
+			apply(leaf, v)
+		}
+		return
+	}
+	for k, v := range m {
+		if g.Match(k) {
+			apply(k, v)
+		}
+	}
+}
+
+// nested is the record at the path parents under rec (rec itself for no
+// parents); ok is false when a step is missing or not a record.
+func nested(rec map[string]any, parents []string) (map[string]any, bool) {
+	for _, p := range parents {
+		next, ok := rec[p].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		rec = next
+	}
+	return rec, true
+}
+
+// lookup is the value at a field's path under rec.
+func lookup(rec map[string]any, parents []string, leaf string) any {
+	m, ok := nested(rec, parents)
+	if !ok {
+		return nil
+	}
+	return m[leaf]
+}
+
 // rule is a compiled Rule.
 type rule struct {
 	action string
@@ -461,6 +564,7 @@ type rule struct {
 	// names caches, for a rule with field globs, whether a field name is
 	// one of the rule's (copy on write, at most maxCachedNames).
 	names  atomic.Pointer[map[string]bool]
+	paths  []fieldPath // dotted field names
 	match  []fieldGlob // drop_row
 	re     *regexp.Regexp
 	repl   string
@@ -468,8 +572,26 @@ type rule struct {
 }
 
 type fieldGlob struct {
-	field string
-	glob  Glob
+	field   string
+	parents []string // a dotted field's path to its record
+	leaf    string   // the field's name in that record
+	glob    Glob
+}
+
+// fieldPath is a dotted field name: the path through nested records to
+// the field (or, when glob is set, the fields it matches).
+type fieldPath struct {
+	name    string // as written
+	parents []string
+	leaf    string
+	glob    *Glob
+}
+
+// splitPath cuts a field name at its dots: the records leading to the
+// field, and its name in the last one.
+func splitPath(f string) (parents []string, leaf string) {
+	parts := strings.Split(f, ".")
+	return parts[:len(parts)-1], parts[len(parts)-1]
 }
 
 // compile compiles a validated rule.
@@ -477,6 +599,16 @@ func compile(r Rule, index int) *rule {
 	c := &rule{action: r.Action, name: RuleName(r, index), repl: r.Replacement}
 	for _, f := range r.Fields {
 		switch {
+		case strings.Contains(f, "."):
+			fp := fieldPath{name: f}
+			fp.parents, fp.leaf = splitPath(f)
+			if IsGlob(fp.leaf) {
+				g := CompileGlob(fp.leaf)
+				fp.glob = &g
+			}
+			if !slices.ContainsFunc(c.paths, func(p fieldPath) bool { return p.name == f }) {
+				c.paths = append(c.paths, fp)
+			}
 		case IsGlob(f):
 			c.globs = append(c.globs, CompileGlob(f))
 		case !slices.Contains(c.exact, f):
@@ -484,7 +616,8 @@ func compile(r Rule, index int) *rule {
 		}
 	}
 	for _, f := range slices.Sorted(maps.Keys(r.Match)) {
-		c.match = append(c.match, fieldGlob{f, CompileGlob(r.Match[f])})
+		parents, leaf := splitPath(f)
+		c.match = append(c.match, fieldGlob{field: f, parents: parents, leaf: leaf, glob: CompileGlob(r.Match[f])})
 	}
 	if r.Action == RegexReplace {
 		c.re = regexp.MustCompile(r.Pattern) // validated
@@ -568,7 +701,7 @@ func (r *rule) matchStrings(row map[string]string) bool {
 
 func (r *rule) matchValues(rec map[string]any) bool {
 	for _, m := range r.match {
-		t, ok := text(rec[m.field])
+		t, ok := text(lookup(rec, m.parents, m.leaf))
 		if !ok || !m.glob.Match(t) {
 			return false
 		}

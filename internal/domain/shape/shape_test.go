@@ -98,6 +98,28 @@ func TestMask(t *testing.T) {
 	}
 }
 
+// mask keeps a domain only when the whole value is an e-mail address: a
+// free-text or URI field holding one ships nothing of its tail.
+func TestMaskKeepsNothingOfTextHoldingAnAddress(t *testing.T) {
+	s := mustNew(t, shape.Config{Rules: []shape.Rule{{Action: shape.Mask, Fields: []string{"V"}}}})
+	for _, in := range []string{
+		"alice@acme.com from 198.51.100.7",
+		"/services/data/v60.0/query?q=SELECT+Id+FROM+Contact+WHERE+Email='bob@acme.com'+AND+Phone='555-0100'",
+		"carol@198.51.100.7",
+		"dave@acme.com.",
+		"eve@acme..com",
+		"frank@acme.com/path",
+		"gina @acme.com",
+		"hank@localhost",
+	} {
+		row := map[string]string{"V": in}
+		s.For("x").Strings(row)
+		if row["V"] != "***" {
+			t.Errorf("mask %q = %q, want ***", in, row["V"])
+		}
+	}
+}
+
 func TestDropFieldAndRegexReplace(t *testing.T) {
 	s := mustNew(t, shape.Config{Rules: []shape.Rule{
 		{Action: shape.DropField, Fields: []string{"SESSION_KEY", "ABSENT"}},
@@ -408,4 +430,69 @@ func TestConcurrentPlans(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A dotted field name is a path into a decoded record's nested records:
+// the only way to name a Pub/Sub event's ChangeEventHeader fields.
+func TestDottedFieldsReachNestedRecords(t *testing.T) {
+	s := mustNew(t, shape.Config{Rules: []shape.Rule{
+		{Action: shape.Hash, Fields: []string{"ChangeEventHeader.commitUser"}},
+		{Action: shape.DropField, Fields: []string{"ChangeEventHeader.nulledFields", "Missing.x", "Name.x"}},
+		{Action: shape.Mask, Fields: []string{"A.B.*Ip"}},
+		{Action: shape.DropRow, Match: map[string]string{"ChangeEventHeader.changeType": "DELETE"}},
+	}})
+	rec := map[string]any{
+		"Name":              "Acme",
+		"ChangeEventHeader": map[string]any{"commitUser": "005000000000001", "nulledFields": []any{"Phone"}, "changeType": "UPDATE"},
+		"A":                 map[string]any{"B": map[string]any{"SourceIp": "10.1.2.3", "Other": "x"}},
+	}
+	if !s.For("/data/AccountChangeEvent").Values(rec) {
+		t.Fatal("an UPDATE was dropped")
+	}
+	h := rec["ChangeEventHeader"].(map[string]any)
+	if u, _ := h["commitUser"].(string); len(u) != shape.HashLen || u == "005000000000001" {
+		t.Errorf("ChangeEventHeader.commitUser = %v, want its hash", h["commitUser"])
+	}
+	if _, ok := h["nulledFields"]; ok || rec["Name"] != "Acme" {
+		t.Errorf("drop_field: %v", rec)
+	}
+	if b := rec["A"].(map[string]any)["B"].(map[string]any); b["SourceIp"] != "10.1.2.x" || b["Other"] != "x" {
+		t.Errorf("mask of A.B.*Ip: %v", b)
+	}
+	del := map[string]any{"ChangeEventHeader": map[string]any{"changeType": "DELETE"}}
+	if s.For("/data/AccountChangeEvent").Values(del) {
+		t.Error("match on ChangeEventHeader.changeType did not drop a DELETE")
+	}
+	// A flat row takes the dotted name as it is.
+	row := map[string]string{"ChangeEventHeader.commitUser": "005000000000001"}
+	s.For("x").Strings(row)
+	if row["ChangeEventHeader.commitUser"] == "005000000000001" {
+		t.Errorf("flat row: %v", row)
+	}
+	for _, cfg := range []shape.Config{
+		{Rules: []shape.Rule{{Action: shape.Hash, Fields: []string{"*.commitUser"}}}},
+		{Rules: []shape.Rule{{Action: shape.Hash, Fields: []string{"ChangeEventHeader."}}}},
+		{Rules: []shape.Rule{{Action: shape.DropRow, Match: map[string]string{"H.change*": "x"}}}},
+	} {
+		if errs := shape.Validate(cfg); len(errs) != 1 {
+			t.Errorf("%+v: %v", cfg.Rules, errs)
+		}
+	}
+}
+
+// The record-id rule docs/governance.md gives replaces adjacent ids too.
+func TestTheDocumentedRecordIDRuleReplacesAdjacentIDs(t *testing.T) {
+	s := mustNew(t, shape.Config{Rules: []shape.Rule{{Action: shape.RegexReplace, Fields: []string{"URI"},
+		Pattern: `/[a-zA-Z0-9]{15}(?:[a-zA-Z0-9]{3})?\b`, Replacement: `/:id`}}})
+	for in, want := range map[string]string{
+		"/services/data/v60.0/ui-api/records/001xx000003DGb2AAG/005xx000001Sv6eAAC": "/services/data/v60.0/ui-api/records/:id/:id",
+		"/001xx000003DGb2/related?x=1":                                              "/:id/related?x=1",
+		"/apex/MyVisualforcePageName1234567":                                        "/apex/MyVisualforcePageName1234567", // 28 characters: no id
+	} {
+		row := map[string]string{"URI": in}
+		s.For("URI").Strings(row)
+		if row["URI"] != want {
+			t.Errorf("%s: %q, want %q", in, row["URI"], want)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 )
 
 // masked replaces a value mask cannot keep any part of.
@@ -59,7 +60,9 @@ func (h *hasher) sum(v string) string {
 // maskString keeps what identifies no one: an e-mail address its domain
 // (***@acme.com), an IPv4 address its /24 (10.1.2.x), an IPv6 address its
 // /48 (2001:db8:1::x: the first three groups, then ::x); anything else
-// becomes ***. The empty string stays empty.
+// becomes ***. A value is an e-mail address only as a whole (see
+// emailDomain): text or a URI that holds one becomes ***. The empty string
+// stays empty.
 func maskString(v string) string {
 	if v == "" {
 		return v
@@ -67,10 +70,35 @@ func maskString(v string) string {
 	if a, err := netip.ParseAddr(v); err == nil {
 		return maskAddr(a)
 	}
-	if at := strings.LastIndexByte(v, '@'); at > 0 && at < len(v)-1 {
-		return masked + v[at:]
+	if domain, ok := emailDomain(v); ok {
+		return masked + "@" + domain
 	}
 	return masked
+}
+
+// emailDomain is the domain of v when v is an e-mail address and nothing
+// else: a local part without spaces before the last @, and after it a host
+// name: labels of letters, digits and hyphens joined by dots, at least two,
+// none empty, the last holding a letter (so not an IP address).
+func emailDomain(v string) (string, bool) {
+	at := strings.LastIndexByte(v, '@')
+	if at <= 0 || at == len(v)-1 {
+		return "", false
+	}
+	local, domain := v[:at], v[at+1:]
+	if strings.ContainsFunc(local, unicode.IsSpace) || !strings.Contains(domain, ".") {
+		return "", false
+	}
+	hostChar := func(r rune) bool { return r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r) }
+	for label := range strings.SplitSeq(domain, ".") {
+		if label == "" || strings.ContainsFunc(label, func(r rune) bool { return !hostChar(r) }) {
+			return "", false
+		}
+	}
+	if !strings.ContainsFunc(domain[strings.LastIndexByte(domain, '.')+1:], unicode.IsLetter) {
+		return "", false
+	}
+	return domain, true
 }
 
 // maskAddr renders an address's /24 (IPv4, IPv4-mapped IPv6 included) or
