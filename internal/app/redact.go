@@ -18,8 +18,9 @@ import (
 // redactSecrets collects every secret the configuration holds or points
 // at: every org's Salesforce client secret and private key (from the value
 // or its *_file), the Loki token (auth_token or auth_token_file) with the
-// basic-auth header made from it and any password in sink.loki.url or
-// telemetry.otlp_endpoint, the telemetry headers' values, the private key
+// basic-auth header made from it, any password in sink.loki.url or
+// telemetry.otlp_endpoint, the values of sink.loki.headers and of the
+// telemetry headers, the private key
 // of a GCS service_file, and the AWS secret key and session token of the
 // environment. A file that cannot be read is skipped: the component that
 // needs it reports that.
@@ -50,7 +51,7 @@ func redactSecrets(cfg *config.Config) []string {
 	}
 	l := cfg.Sink.Loki
 	_, lokiSecrets := loki.Secrets(loki.Config{URL: l.URL, TenantID: l.TenantID, BasicAuthUser: l.BasicAuthUser,
-		AuthToken: read(l.AuthToken, l.AuthTokenFile)})
+		AuthToken: read(l.AuthToken, l.AuthTokenFile), Headers: l.Headers})
 	out = append(out, lokiSecrets...)
 	_, otlp := loki.Secrets(loki.Config{URL: cfg.Telemetry.OTLPEndpoint})
 	out = append(out, otlp...)

@@ -347,7 +347,7 @@ func newLokiSink(c config.LokiSink, log *slog.Logger, t *Telemetry) (*loki.Sink,
 	}
 	cfg := loki.Config{URL: c.URL, TenantID: c.TenantID, AuthToken: token, BasicAuthUser: c.BasicAuthUser,
 		Encoding: c.Encoding, Labels: c.Labels, StructuredMetadataFields: c.StructuredMetadataFields,
-		MaxLineBytes: c.MaxLineBytes, Timeout: c.Timeout, Logger: log}
+		MaxLineBytes: c.MaxLineBytes, Timeout: c.Timeout, Logger: log, Headers: c.Headers, TLS: loki.TLS(c.TLS)}
 	if t == nil {
 		return loki.New(cfg)
 	}
