@@ -2,7 +2,7 @@
 // API (/loki/api/v1/push): protobuf + snappy by default, JSON (+gzip) for
 // debugging, with retries, batch splitting on 400/413, and a line cap; over
 // TLS (mutual TLS too) and through the environment's proxy, with extra
-// headers.
+// headers. Config.Print makes it a dry run that prints the entries instead.
 //
 // Imports: internal/ports, net/http, crypto/tls, protowire and snappy.
 package loki
@@ -79,7 +79,12 @@ type Config struct {
 	TLS TLS
 	// Headers are extra headers sent on every push (HeaderProblem says
 	// which may not be set). Their values are secrets: never logged.
-	Headers    map[string]string
+	Headers map[string]string
+	// Print, when set, receives every entry a push would send as one JSON
+	// line (labels, time, line, metadata), labels merged and lines capped
+	// as for Loki, instead of the push: a dry run. No request is made and
+	// URL is not needed.
+	Print      io.Writer
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 	// OnPush, if set, receives the duration of every Push.
@@ -196,6 +201,8 @@ type Sink struct {
 	// the token (and a URL password) from answers a proxy may echo.
 	url     string
 	secrets *redact.Redactor
+	// printMu keeps printed batches whole.
+	printMu sync.Mutex
 }
 
 var _ ports.Sink = (*Sink)(nil)
@@ -203,10 +210,11 @@ var _ ports.Sink = (*Sink)(nil)
 // New validates cfg (the URL, the encoding, the label allowlist and the
 // extra headers) and reads the TLS files.
 func New(cfg Config) (*Sink, error) {
-	if cfg.URL == "" {
+	switch u, err := url.Parse(cfg.URL); {
+	case cfg.Print != nil && cfg.URL == "":
+	case cfg.URL == "":
 		return nil, errors.New("sink.loki.url is required (e.g. http://loki:3100/loki/api/v1/push)")
-	}
-	if u, err := url.Parse(cfg.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return nil, fmt.Errorf("sink.loki.url %q is not an http(s) URL with a host (e.g. http://loki:3100/loki/api/v1/push)", cfg.URL)
 	}
 	if err := checkHeaders(cfg); err != nil {
@@ -244,7 +252,7 @@ func New(cfg Config) (*Sink, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	client := cfg.HTTPClient
-	if client == nil {
+	if client == nil && cfg.Print == nil {
 		tr, err := newTransport(cfg.TLS, time.Now())
 		if err != nil {
 			return nil, err
@@ -335,6 +343,9 @@ func (s *Sink) pushLabelled(ctx context.Context, batch []ports.Entry, labels map
 	prepared := make([]ports.Entry, len(batch))
 	for i, e := range batch {
 		prepared[i] = s.prepare(e, labels)
+	}
+	if s.cfg.Print != nil {
+		return s.print(prepared)
 	}
 	accepted, rejected, err := s.push(ctx, prepared, s.probing())
 	if err != nil {
@@ -646,4 +657,9 @@ func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, strin
 }
 
 // String names the sink.
-func (s *Sink) String() string { return "loki " + s.url + " (" + s.cfg.Encoding + ")" }
+func (s *Sink) String() string {
+	if s.cfg.Print != nil {
+		return "stdout (dry run: JSON lines)"
+	}
+	return "loki " + s.url + " (" + s.cfg.Encoding + ")"
+}
