@@ -160,7 +160,13 @@ type Synthetic struct {
 
 // Sink configures where entries go.
 type Sink struct {
-	Loki LokiSink `yaml:"loki" mapstructure:"loki" doc:"Grafana Loki's push API (or a compatible receiver)."`
+	Loki   LokiSink   `yaml:"loki" mapstructure:"loki" doc:"Grafana Loki's push API (or a compatible receiver)."`
+	Stdout StdoutSink `yaml:"stdout" mapstructure:"stdout" doc:"A dry run: entries printed on stdout instead of pushed to Loki, and nothing committed (docs/operations.md, Previewing a configuration)."`
+}
+
+// StdoutSink is the dry run's sink.
+type StdoutSink struct {
+	Enabled bool `yaml:"enabled" mapstructure:"enabled" default:"false" doc:"Print each entry that would be pushed to Loki as one JSON line on stdout, {\"labels\":{…},\"time\":\"…\",\"line\":\"…\",\"metadata\":{…}} with the labels, structured metadata and line cap sink.loki applies, instead of pushing it (time in RFC 3339 with nanoseconds, UTC); logs stay on stderr. Nothing is committed and no other replica is disturbed: the checkpoints are kept in memory from an empty document (every source starts as on a first deployment) and never written, the configured state store and lease are not opened, coordinate.type counts as noop (a dry run never takes leadership), its health endpoint listens on a free loopback port instead of service.health_addr, and sink.loki.url is not needed. sf2loki run --dry-run sets it. Only run is affected: doctor still pushes its test entry to a sink.loki.url, and backfill pushes to Loki."`
 }
 
 // LokiSink configures the Loki push client.

@@ -59,12 +59,13 @@ func (e *Error) Unwrap() error { return domain.ErrInvalidConfig }
 // Load reads the YAML file at path (none when empty), applies environment
 // overrides and defaults, and validates the result. It returns the
 // configuration, warnings about risky but valid choices, and an *Error
-// listing every problem.
+// listing every problem. Each option changes the decoded configuration
+// before it is validated (a command-line flag such as run --dry-run).
 //
 // Every step is linear in the size of the file: unknown keys and values of
 // the wrong shape are reported and pruned before the rest is merged and
 // decoded, so nothing downstream walks them.
-func Load(path string) (*Config, []string, error) {
+func Load(path string, opts ...Option) (*Config, []string, error) {
 	var problems []Problem
 	raw := map[string]any{}
 	src := "configuration"
@@ -119,6 +120,9 @@ func Load(path string) (*Config, []string, error) {
 		// Report every problem at once: validation runs even when keys were
 		// unknown or values malformed (those were replaced by their
 		// defaults above).
+		for _, o := range opts {
+			o(cfg)
+		}
 		w, vp := cfg.Validate()
 		warnings = append(warnings, w...)
 		problems = append(problems, vp...)

@@ -281,11 +281,11 @@ func (c *Config) validateOrg(o orgSection, add, addOnce func(path, format string
 		if o.sf.AuthMode == "none" {
 			add(p+"salesforce.auth_mode", "required when %s is set: jwt_bearer or client_credentials", src.name)
 		}
-		if c.Sink.Loki.URL == "" {
+		if c.lokiURLMissing() {
 			add("sink.loki.url", "required when a source is enabled (%s is set)", src.name)
 		}
 	}
-	if o.src.Synthetic.Rate > 0 && c.Sink.Loki.URL == "" {
+	if o.src.Synthetic.Rate > 0 && c.lokiURLMissing() {
 		add("sink.loki.url", "required when a source is enabled (%ssources.synthetic.rate > 0)", p)
 	}
 }
