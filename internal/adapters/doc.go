@@ -1,9 +1,9 @@
 // Package adapters is the home of sf2loki's technology adapters, one
-// subpackage per technology: the stores (s3, gcs, file, k8s), the Loki sink
-// (loki), the sources (salesforce and its pubsub, synthetic), the real clock
-// (clock), and the helpers they share (redact, lograte). Each implements a
-// port from internal/ports and translates its backend's errors into the
-// ports' sentinels.
+// subpackage per technology: the stores (s3, gcs, file, k8s, and memory for a
+// dry run), the Loki sink (loki), the sources (salesforce and its pubsub,
+// synthetic), the real clock (clock), and the helpers they share (redact,
+// lograte). Each implements a port from internal/ports and translates its
+// backend's errors into the ports' sentinels.
 //
 // Imports: adapters import internal/ports (and may use internal/domain record
 // types and internal/domain/shape), their SDKs and other adapters (redact,
