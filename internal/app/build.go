@@ -15,11 +15,13 @@ import (
 // membership and the balance that spread them over the replicas. The
 // cleanup closes what the graphs opened.
 func Build(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(), error) {
+	cfg = dryRunConfig(cfg)
 	build, err := injector(cfg.Coordinate.Type)
 	if err != nil {
 		return nil, nil, err
 	}
 	log, clk := provideLogger(cfg, o), provideClock(o)
+	announceDryRun(cfg, log)
 	t, cleanup, err := NewTelemetry(ctx, cfg, log, o.Telemetry)
 	if err != nil {
 		return nil, nil, err
@@ -31,7 +33,7 @@ func Build(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(
 		}
 	}
 	shardCfgs := cfg.Shards()
-	sh := Shared{Clock: clk, Logger: log, Telemetry: t, Sink: OnceSink(cfg, log, t)}
+	sh := Shared{Clock: clk, Logger: log, Telemetry: t, Sink: sinkFor(cfg, o, log, t)}
 	var balancer *domain.Balancer
 	if len(shardCfgs) > 1 && cfg.Coordinate.Type != config.CoordinateNoop {
 		b, bclean, err := newBalancer(ctx, cfg, o, clk, log, t)

@@ -113,7 +113,7 @@ func shardDir(configured, path string) error {
 // leadership (and the balance) until ctx ends (graceful stop: drain, final
 // commits, release) or a non-HA error stops it.
 func (d *Daemon) Run(ctx context.Context) (err error) {
-	if d.cfg.Coordinate.Type == config.CoordinateNoop && d.cfg.State.Store == config.StoreFile {
+	if d.cfg.Coordinate.Type == config.CoordinateNoop && d.cfg.State.Store == config.StoreFile && !d.cfg.Sink.Stdout.Enabled {
 		for _, s := range d.shards {
 			if err := shardDir(d.cfg.State.File.Path, s.cfg.State.File.Path); err != nil {
 				return err

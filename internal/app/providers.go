@@ -33,6 +33,8 @@ type Overrides struct {
 	Workload     Workload
 	Logger       *slog.Logger
 	Telemetry    TelemetryOptions
+	// Stdout receives a dry run's entries (nil: os.Stdout).
+	Stdout io.Writer
 }
 
 // LeaseStore is the object that holds the lease (distinct type for wire).
@@ -85,6 +87,9 @@ func provideLogger(cfg *config.Config, o Overrides) *slog.Logger {
 
 // provideStateStore builds the checkpoint store chosen by state.store.
 func provideStateStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (StateStore, func(), error) {
+	if cfg.Sink.Stdout.Enabled {
+		return dryRunState(cfg, t), func() {}, nil
+	}
 	if o.StateStore != nil {
 		return StateStore{t.instrument("test", o.StateStore)}, func() {}, nil
 	}

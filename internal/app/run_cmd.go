@@ -29,8 +29,8 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // loadConfig loads and validates, printing warnings; an invalid
 // configuration is an ExitError with code 2.
-func loadConfig(cmd *cobra.Command, path string) (*config.Config, error) {
-	cfg, warnings, err := config.Load(path)
+func loadConfig(cmd *cobra.Command, path string, opts ...config.Option) (*config.Config, error) {
+	cfg, warnings, err := config.Load(path, opts...)
 	if err != nil {
 		code := 1
 		if errors.Is(err, domain.ErrInvalidConfig) {
@@ -46,19 +46,20 @@ func loadConfig(cmd *cobra.Command, path string) (*config.Config, error) {
 
 func newRunCommand() *cobra.Command {
 	var path string
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd, path)
+			cfg, err := loadConfig(cmd, path, dryRunOptions(dryRun)...)
 			if err != nil {
 				return err
 			}
 			// The first SIGTERM or SIGINT stops gracefully, a second at once.
 			ctx, stop := onSignals(cmd.Context())
 			defer stop()
-			d, cleanup, err := Build(ctx, cfg, Overrides{})
+			d, cleanup, err := Build(ctx, cfg, runOverrides(cmd, cfg))
 			if err != nil {
 				return redactErr(cfg, err)
 			}
@@ -67,6 +68,7 @@ func newRunCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file (environment SF2LOKI_* overrides it)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Print each entry as a JSON line on stdout instead of pushing it to Loki, and commit nothing (sink.stdout.enabled)")
 	return cmd
 }
 

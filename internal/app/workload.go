@@ -32,6 +32,8 @@ type pipelineWorkload struct {
 	egress *domain.Egress
 	// limits polls the org's limits while the leader works (nil: off).
 	limits func(ctx context.Context)
+	// dryRun discards the commits (sink.stdout.enabled).
+	dryRun bool
 }
 
 // Run implements Workload: resume positions come from the claimed
@@ -51,7 +53,7 @@ func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
 		v, ok := doc[key]
 		return v, ok
 	}
-	return w.pipeline.Run(ctx, lead.Drain, lead.Committer, resume, w.sources)
+	return w.pipeline.Run(ctx, lead.Drain, w.commits(lead), resume, w.sources)
 }
 
 // provideWorkload builds the pipeline when a source is enabled; otherwise
@@ -133,7 +135,7 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 	if err != nil {
 		return nil, err
 	}
-	return &pipelineWorkload{pipeline: p, sources: sources, prepare: prepare, egress: egress,
+	return &pipelineWorkload{pipeline: p, sources: sources, prepare: prepare, egress: egress, dryRun: cfg.Sink.Stdout.Enabled,
 		limits: orgLimitsPoller(cfg, auth, clk, log, t)}, nil
 }
 
