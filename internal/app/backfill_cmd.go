@@ -406,7 +406,7 @@ func (r *backfillRun) execute(parent context.Context, stdout io.Writer, workers 
 		p.printf("backfill: %s listed: all %d done before (skipped); nothing to do", plural(int64(listed), "file"), skipped)
 	default:
 		p.printf("backfill: %s listed: %d done before (skipped), %d to do (%s), %s at once",
-			plural(int64(listed), "file"), skipped, files, byteCount(bytesTotal), plural(int64(min(r.plan.concurrency, len(work))), "event type"))
+			plural(int64(listed), "file"), skipped, files, salesforce.ByteSize(bytesTotal), plural(int64(min(r.plan.concurrency, len(work))), "event type"))
 	}
 
 	ctx, stop := context.WithCancelCause(parent)
@@ -466,7 +466,7 @@ func (r *backfillRun) execute(parent context.Context, stdout io.Writer, workers 
 		refused = fmt.Sprintf(" (%s refused by Loki)", thousands(n))
 	}
 	fmt.Fprintf(stdout, "backfill %s in %s: %d files done, %d skipped (done before), %d failed, %d left; %s rows%s, %s\n", outcome,
-		r.clock.Now().Sub(start).Round(time.Second), done, skipped, failed, left, thousands(p.rows.Load()), refused, byteCount(p.bytes.Load()))
+		r.clock.Now().Sub(start).Round(time.Second), done, skipped, failed, left, thousands(p.rows.Load()), refused, salesforce.ByteSize(p.bytes.Load()))
 	resume := fmt.Sprintf("run the same command again to resume: it skips the %s recorded done in %s", plural(int64(r.state.size()), "file"), r.state.store)
 	var sig *signalled
 	switch {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -130,7 +131,7 @@ func (p *backfillProgress) printf(format string, args ...any) {
 func (p *backfillProgress) line() string {
 	elapsed := p.clock.Now().Sub(p.start)
 	done, rows, bytes := p.done.Load(), p.rows.Load(), p.bytes.Load()
-	s := fmt.Sprintf("backfill: %d/%d files, %s rows, %s, %s rows/s, ETA %s", done, p.files, thousands(rows), byteCount(bytes),
+	s := fmt.Sprintf("backfill: %d/%d files, %s rows, %s, %s rows/s, ETA %s", done, p.files, thousands(rows), salesforce.ByteSize(bytes),
 		thousands(int64(perSec(rows, elapsed))), p.eta(elapsed, done, bytes))
 	if f := p.failed.Load(); f > 0 {
 		s += fmt.Sprintf(", %d failed", f)
@@ -171,18 +172,4 @@ func thousands(n int64) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
-}
-
-// byteCount writes n bytes for a person: 512 B, 1.5 MB.
-func byteCount(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }

@@ -75,10 +75,10 @@ func (p *downloadProgress) finish() {
 func (p *downloadProgress) attrs(n int64, more ...any) []any {
 	size := "unknown"
 	if p.f.length > 0 {
-		size = byteSize(p.f.length)
+		size = ByteSize(p.f.length)
 	}
 	return append([]any{"event_type", p.t, "file", p.f.id, "log_date", p.f.logDate.Format(time.RFC3339),
-		"rows", p.rows.Load(), "bytes", byteSize(n), "size", size, "elapsed", p.s.clock.Now().Sub(p.start).Round(time.Second)}, more...)
+		"rows", p.rows.Load(), "bytes", ByteSize(n), "size", size, "elapsed", p.s.clock.Now().Sub(p.start).Round(time.Second)}, more...)
 }
 
 type countingReader struct {
@@ -95,8 +95,8 @@ func (c countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// byteSize writes n bytes for a person: 512 B, 1.5 MB.
-func byteSize(n int64) string {
+// ByteSize writes n bytes for a person: 512 B, 1.5 MB.
+func ByteSize(n int64) string {
 	const unit = 1000
 	if n < unit {
 		return fmt.Sprintf("%d B", n)
@@ -111,7 +111,7 @@ func byteSize(n int64) string {
 
 // perSecond is a rate of n bytes over d.
 func perSecond(n int64, d time.Duration) string {
-	return byteSize(int64(float64(n)/d.Seconds())) + "/s"
+	return ByteSize(int64(float64(n)/d.Seconds())) + "/s"
 }
 
 // drain is an object's catch-up drain: a drain that spans more than one

@@ -310,18 +310,7 @@ func (o *ELFOrg) query(q string) (rows []map[string]any, grouped bool, _ *soqlEr
 			matched = append(matched, f)
 		}
 	}
-	slices.SortStableFunc(matched, func(a, b map[string]any) int {
-		for _, it := range pq.order {
-			c := compareELFField(a[it.field], b[it.field])
-			if it.desc {
-				c = -c
-			}
-			if c != 0 {
-				return c
-			}
-		}
-		return 0
-	})
+	sortRows(matched, pq.order, compareELFField)
 	if group != nil {
 		seen := map[string]bool{}
 		for _, f := range matched {

@@ -286,18 +286,7 @@ func (o *Org) answer(q string) ([]map[string]any, error) {
 			out = append(out, row)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b map[string]any) int {
-		for _, it := range order {
-			c := compareField(a[it.field], b[it.field])
-			if it.desc {
-				c = -c
-			}
-			if c != 0 {
-				return c
-			}
-		}
-		return 0
-	})
+	sortRows(out, order, compareField)
 	if pq.limit >= 0 && len(out) > pq.limit {
 		out = out[:pq.limit]
 	}

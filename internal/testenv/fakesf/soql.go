@@ -52,6 +52,23 @@ type query struct {
 	limit    int // -1: none
 }
 
+// sortRows orders rows as ORDER BY order does, comparing values with cmp
+// (stable: rows equal on every item keep their order).
+func sortRows(rows []map[string]any, order []orderItem, cmp func(a, b any) int) {
+	slices.SortStableFunc(rows, func(a, b map[string]any) int {
+		for _, it := range order {
+			c := cmp(a[it.field], b[it.field])
+			if it.desc {
+				c = -c
+			}
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+}
+
 type orderItem struct {
 	field string
 	desc  bool
