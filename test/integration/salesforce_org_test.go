@@ -79,6 +79,7 @@ func TestSalesforceOrgEndToEnd(t *testing.T) {
 	cfg := fmt.Sprintf(`state: {file: {path: %s/state.json}}
 salesforce: {auth_mode: jwt_bearer, login_url: %q, client_id: ck, username: integration@example.com, private_key_file: %s}
 sources:
+  allow_overlap: true # every login source at once: this org tests each one's fidelity
   eventlog_objects:
     objects:
       - {name: LoginEvent, poll_interval: 10s}
