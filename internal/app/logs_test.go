@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"syscall"
@@ -169,5 +171,19 @@ func TestExitCodes(t *testing.T) {
 		if got := exitCode(err); got != want {
 			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)
 		}
+	}
+}
+
+// A checkpoint write the stop cancels is planned: INFO, not WARN. (A
+// SIGTERM that arrived while the claim was written logged WARN
+// commit_failed on a graceful stop.)
+func TestACommitCancelledByTheStopIsNotAWarning(t *testing.T) {
+	var out strings.Builder
+	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logEvent(log, domain.Event{Kind: domain.EventCommitFailed, Epoch: 1, Reason: "claim", Err: fmt.Errorf("put mem://state: %w", context.Canceled)})
+	logEvent(log, domain.Event{Kind: domain.EventCommitFailed, Epoch: 1, Reason: "commit", Err: errors.New("put mem://state: 503")})
+	got := out.String()
+	if !strings.Contains(got, `level=INFO msg="a checkpoint write was cancelled by the stop`) || strings.Count(got, "level=WARN") != 1 {
+		t.Fatalf("want the cancelled write at INFO and the failed one at WARN:\n%s", got)
 	}
 }

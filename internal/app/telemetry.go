@@ -558,6 +558,11 @@ func logEvent(log *slog.Logger, e domain.Event) {
 		level = slog.LevelWarn
 	}
 	msg := "sf2loki " + string(e.Kind)
+	if e.Kind == domain.EventCommitFailed && errors.Is(e.Err, context.Canceled) {
+		// The stop cancelled the write: planned, and nothing is lost (the
+		// next leader resumes from the last commit).
+		level, msg = slog.LevelInfo, "a checkpoint write was cancelled by the stop; the next leader resumes from the last commit"
+	}
 	switch e.Kind {
 	case domain.EventObserved:
 		msg = fmt.Sprintf("standby: the lease is held by %s (epoch %d)", e.LeaseHolder, e.Epoch)
