@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -58,30 +59,75 @@ func watchShards(c *cluster) *shardWatch {
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			at := time.Now()
-			leaders := map[string][]string{}
+			from := time.Now()
+			views := map[string][]shardStatus{}
 			for _, d := range c.live() {
 				shards, err := shardsOf(client, d)
 				if err != nil {
 					continue
 				}
-				for _, s := range shards {
-					if s.Role == "leader" && s.FenceDeadline != nil && s.FenceDeadline.After(at) {
-						leaders[s.Org] = append(leaders[s.Org], fmt.Sprintf("%s (epoch %d)", d.name, s.Epoch))
-					}
-				}
+				views[d.name] = shards
 			}
+			end := time.Now()
+			v := shardOverlaps(end, views)
 			w.mu.Lock()
 			w.samples++
-			for org, ls := range leaders {
-				if len(ls) > 1 {
-					w.violations = append(w.violations, fmt.Sprintf("%s: %s led by %v at once", at.Format(time.RFC3339Nano), org, ls))
-				}
+			for _, msg := range v {
+				w.violations = append(w.violations, fmt.Sprintf("%s..%s: %s", from.Format("15:04:05.000"), end.Format("15:04:05.000"), msg))
 			}
 			w.mu.Unlock()
 		}
 	}()
 	return w
+}
+
+// shardOverlaps reports every shard that more than one replica led with a
+// fence still valid at end, the moment the last replica of a sample
+// answered. Judging at end, not at the sample's start, is what makes an
+// overlap certain: each replica answered before end, a leader's authority
+// began before it answered, and a fence valid at end had not expired. A
+// fence that expired while a slow (or paused) replica was being asked is
+// the normal handover, not two leaders.
+func shardOverlaps(end time.Time, views map[string][]shardStatus) []string {
+	leaders := map[string][]string{}
+	for _, name := range slices.Sorted(maps.Keys(views)) {
+		for _, s := range views[name] {
+			if s.Role == "leader" && s.FenceDeadline != nil && s.FenceDeadline.After(end) {
+				leaders[s.Org] = append(leaders[s.Org], fmt.Sprintf("%s (epoch %d)", name, s.Epoch))
+			}
+		}
+	}
+	var out []string
+	for _, org := range slices.Sorted(maps.Keys(leaders)) {
+		if ls := leaders[org]; len(ls) > 1 {
+			out = append(out, fmt.Sprintf("%s led by %v at once", org, ls))
+		}
+	}
+	return out
+}
+
+// TestShardOverlaps checks the shard watch's judgement: a fence that
+// expired while the sample was taken is a handover, one valid when the
+// last replica answered is two leaders.
+func TestShardOverlaps(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) *time.Time { v := t0.Add(time.Duration(ms) * time.Millisecond); return &v }
+	lead := func(org string, epoch uint64, fence *time.Time) shardStatus {
+		return shardStatus{Org: org, Role: "leader", Epoch: epoch, FenceDeadline: fence}
+	}
+	// b was asked first (fence until 300 ms), a paused replica held the
+	// sample up, then a answered as the new leader: a handover.
+	handover := map[string][]shardStatus{"b": {lead("org-d", 8, at(300))}, "a": {lead("org-d", 9, at(3000))}}
+	if v := shardOverlaps(t0.Add(time.Second), handover); len(v) != 0 {
+		t.Errorf("a fence that expired during the sample counted as an overlap: %v", v)
+	}
+	if v := shardOverlaps(t0.Add(200*time.Millisecond), handover); len(v) != 1 || !strings.Contains(v[0], "org-d led by [a (epoch 9) b (epoch 8)]") {
+		t.Errorf("two fences valid when the sample ended: got %v, want one org-d overlap", v)
+	}
+	standby := map[string][]shardStatus{"b": {{Org: "org-d", Role: "standby", Epoch: 8, FenceDeadline: at(3000)}}, "a": {lead("org-d", 9, at(3000)), lead("org-a", 2, at(3000))}}
+	if v := shardOverlaps(t0, standby); len(v) != 0 {
+		t.Errorf("a standby counted as a leader: %v", v)
+	}
 }
 
 func (w *shardWatch) finish() (int, []string) {
