@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -136,16 +137,24 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
+	cfgs := make([]*config.Config, len(d.shards))
+	for i, s := range d.shards {
+		cfgs[i] = s.cfg
+	}
+	mem := planMemory(os.Getenv, os.DirFS("/"), laneMemoryNeed(cfgs), debug.SetMemoryLimit)
 	if len(d.shards) == 1 && d.shards[0].name == "" {
-		d.log.Info("sf2loki starting", "coordinate", d.cfg.Coordinate.Type, "state", d.shards[0].state.String(),
-			"health_addr", ln.Addr().String(), "version", CurrentBuild().Version)
+		d.log.Info("sf2loki starting", append([]any{"coordinate", d.cfg.Coordinate.Type, "state", d.shards[0].state.String(),
+			"health_addr", ln.Addr().String()}, append(mem.attrs(), "version", CurrentBuild().Version)...)...)
 	} else {
 		orgs := make([]string, len(d.shards))
 		for i, s := range d.shards {
 			orgs[i] = s.name
 		}
-		d.log.Info("sf2loki starting", "coordinate", d.cfg.Coordinate.Type, "orgs", orgs, "balanced", d.balancer != nil,
-			"health_addr", ln.Addr().String(), "version", CurrentBuild().Version)
+		d.log.Info("sf2loki starting", append([]any{"coordinate", d.cfg.Coordinate.Type, "orgs", orgs, "balanced", d.balancer != nil,
+			"health_addr", ln.Addr().String()}, append(mem.attrs(), "version", CurrentBuild().Version)...)...)
+	}
+	if w := mem.warning(); w != "" {
+		d.log.Warn(w, "container_limit", mem.Container, "lanes_need", mem.Need)
 	}
 	exited := d.watchStop(ctx)
 	defer func() { exited(err) }()
