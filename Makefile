@@ -97,6 +97,10 @@ bench-elf: test-tools ## The daemon on a 50 MB and a 150 MB EventLogFile into Vi
 bench-pubsub: test-tools ## The daemon on 200,000 Pub/Sub events into VictoriaLogs: events/s and peak RSS
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkPubSubDaemon$$' -benchtime 1x ./test/integration/
 
+.PHONY: bench-memory
+bench-memory: ## The daemon with both lanes full and every push held: peak RSS (GOMEMLIMIT=… to compare a soft limit)
+	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkSaturatedLanes$$' -benchtime 1x ./test/integration/
+
 # The daemon benchmarks in the realistic-network mode (test/integration/latencybench_test.go):
 # checkpoints in an object store behind a proxy adding STORE_LATENCY (30ms) to each request,
 # pushes behind one adding PUSH_LATENCY (150ms). DAEMON_EXTRA_YAML, BENCH_COMMIT_INTERVAL and

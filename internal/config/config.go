@@ -213,7 +213,7 @@ type Batch struct {
 	MaxBytes     int           `yaml:"max_bytes" mapstructure:"max_bytes" default:"1048576" min:"1" max:"67108864" doc:"Bytes at which a batch is pushed."`
 	MaxWait      time.Duration `yaml:"max_wait" mapstructure:"max_wait" default:"1s" min:"10ms" max:"5m" doc:"How long a batch waits for more entries after its first."`
 	QueueEntries int           `yaml:"queue_entries" mapstructure:"queue_entries" default:"10000" min:"1" max:"1000000" doc:"Entries a lane may hold; a full lane blocks its sources (nothing is dropped). Each lane reserves about 100 bytes per entry at start."`
-	QueueBytes   int           `yaml:"queue_bytes" mapstructure:"queue_bytes" default:"67108864" min:"0" max:"4294967296" doc:"Bytes a lane may hold (64 MiB: two lanes fit a 512 MiB container with room to spare); 0 means no byte bound."`
+	QueueBytes   int           `yaml:"queue_bytes" mapstructure:"queue_bytes" default:"67108864" min:"0" max:"4294967296" doc:"Bytes a lane may hold, batches in the air included; 0 means no byte bound. At 64 MiB one org with both lanes full needs a 512 MiB container; 16 MiB fits 256 MiB (docs/operations.md, Memory)."`
 }
 
 // Coordinate types.
