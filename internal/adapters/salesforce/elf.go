@@ -135,10 +135,13 @@ type elfPos struct {
 	Earlier []elfSwitch `json:"interval_earlier,omitempty"`
 	last    time.Time
 	since   time.Time
+	// legacyIDs counts the bare file Ids read from a position of the older
+	// implementation (kept as [Id, ""], which matches any CreatedDate).
+	legacyIDs int
 }
 
 func (p *elfPos) done(id, created string) bool {
-	return slices.Contains(p.IDs, [2]string{id, created})
+	return slices.Contains(p.IDs, [2]string{id, created}) || slices.Contains(p.IDs, [2]string{id, ""})
 }
 
 // advance records a processed file.
@@ -169,7 +172,10 @@ const elfExample = `{"last_created":"2026-03-01T00:00:00.000+0000","ids":[],"int
 func parsePos(v string) (*elfPos, error) {
 	var p elfPos
 	if err := json.Unmarshal([]byte(v), &p); err != nil {
-		return nil, fmt.Errorf("%q is not a position like %s: %w", v, elfExample, err)
+		var legacy bool
+		if p, legacy = parseOlderPos(v); !legacy {
+			return nil, fmt.Errorf("%q is not a position like %s: %w", v, elfExample, err)
+		}
 	}
 	last, err := ParseTime(p.LastCreated)
 	if err != nil {
@@ -183,6 +189,34 @@ func parsePos(v string) (*elfPos, error) {
 		return nil, fmt.Errorf("%q is not a position like %s: %w", v, elfExample, err)
 	}
 	return &p, nil
+}
+
+// parseOlderPos reads a position of the older implementation whose ids
+// hold bare file Ids (its legacy entries, which match any CreatedDate)
+// among [Id, CreatedDate] pairs. ok is false for anything else.
+func parseOlderPos(v string) (elfPos, bool) {
+	var raw struct {
+		LastCreated string            `json:"last_created"`
+		IDs         []json.RawMessage `json:"ids"`
+	}
+	if json.Unmarshal([]byte(v), &raw) != nil {
+		return elfPos{}, false
+	}
+	p := elfPos{LastCreated: raw.LastCreated, IDs: make([][2]string, 0, len(raw.IDs))}
+	for _, m := range raw.IDs {
+		var id string
+		var pair [2]string
+		switch {
+		case json.Unmarshal(m, &id) == nil && id != "":
+			p.IDs = append(p.IDs, [2]string{id, ""})
+			p.legacyIDs++
+		case json.Unmarshal(m, &pair) == nil && pair[0] != "" && pair[1] != "":
+			p.IDs = append(p.IDs, pair)
+		default:
+			return elfPos{}, false
+		}
+	}
+	return p, p.legacyIDs > 0
 }
 
 // CheckELFCheckpoint reports whether v is a position the eventlogfile
@@ -311,6 +345,10 @@ func (s *ELFSource) resumeType(t string, resume func(string) (string, bool)) *el
 	if v, ok := resume(key); ok && v != "" {
 		p, err := parsePos(v)
 		if err == nil {
+			if p.legacyIDs > 0 {
+				s.log.Info("eventlogfile: a checkpoint of the older implementation lists files by Id alone; each counts as read whatever its CreatedDate",
+					"key", key, "bare_ids", p.legacyIDs)
+			}
 			st.pos = p
 			return st
 		}
