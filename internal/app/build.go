@@ -33,7 +33,13 @@ func Build(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(
 		}
 	}
 	shardCfgs := cfg.Shards()
-	sh := Shared{Clock: clk, Logger: log, Telemetry: t, Sink: sinkFor(cfg, o, log, t)}
+	older, oclean, err := olderLayouts(ctx, shardCfgs, o)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	cleanups = append(cleanups, oclean)
+	sh := Shared{Clock: clk, Logger: log, Telemetry: t, Sink: sinkFor(cfg, o, log, t), Older: older}
 	var balancer *domain.Balancer
 	if len(shardCfgs) > 1 && cfg.Coordinate.Type != config.CoordinateNoop {
 		b, bclean, err := newBalancer(ctx, cfg, o, clk, log, t)

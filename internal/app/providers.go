@@ -65,7 +65,12 @@ type Shared struct {
 	Telemetry *Telemetry
 	Sink      SharedSink
 	Gate      Gate
+	Older     OlderLayouts
 }
+
+// OlderLayouts returns where a shard finds its org's positions written by
+// the older implementation (nil: nowhere, the single-org form).
+type OlderLayouts func(shard string) *domain.OlderLayout
 
 // Gate returns a shard's claim gate (LeaseConfig.MayClaim); nil lets every
 // shard be claimed freely.
@@ -243,14 +248,62 @@ func provideSoleLeader(clk ports.Clock) Coordinator {
 // noFence: a single instance has nobody to be fenced by.
 func noFence() Fence { return nil }
 
-func provideCommitter(cfg *config.Config, state StateStore, clk ports.Clock, fence Fence, t *Telemetry, log *slog.Logger) (*domain.CheckpointCommitter, error) {
-	return domain.NewCheckpointCommitter(state, clk, domain.CommitterConfig{Fence: fence, Observer: t.ForShard(cfg.ShardName), Logger: log, Org: cfg.ShardName})
+func provideCommitter(cfg *config.Config, state StateStore, clk ports.Clock, fence Fence, t *Telemetry, log *slog.Logger, older OlderLayouts) (*domain.CheckpointCommitter, error) {
+	c := domain.CommitterConfig{Fence: fence, Observer: t.ForShard(cfg.ShardName), Logger: log, Org: cfg.ShardName}
+	if older != nil {
+		c.Older = older(cfg.ShardName)
+	}
+	return domain.NewCheckpointCommitter(state, clk, c)
+}
+
+// olderLayouts tells each shard of shards where the older implementation
+// kept its org's positions: the configured checkpoint document (the first
+// org's), every org's keys prefixed with org=<name>:. Every other org reads
+// it through a read-only handle opened here (a test's state store when one
+// is given); the first org reads its own. Nil in the single-org form and in
+// a dry run, which reads no document.
+func olderLayouts(ctx context.Context, shards []*config.Config, o Overrides) (OlderLayouts, func(), error) {
+	if len(shards) == 0 || shards[0].ShardName == "" || shards[0].Sink.Stdout.Enabled {
+		return nil, func() {}, nil
+	}
+	first := shards[0]
+	var doc ports.ObjectCAS
+	cleanup := func() {}
+	if len(shards) > 1 {
+		if o.StateStore != nil {
+			doc = o.StateStore
+		} else {
+			s, err := newStateStore(ctx, first)
+			if err != nil {
+				return nil, nil, fmt.Errorf("state store (the configured checkpoint document, read for the older layout): %w", err)
+			}
+			doc, cleanup = readOnly{s}, closer(s)
+		}
+	}
+	return func(shard string) *domain.OlderLayout {
+		if shard == first.ShardName {
+			return &domain.OlderLayout{First: true, Orgs: len(shards)}
+		}
+		return &domain.OlderLayout{Document: doc, Orgs: len(shards)}
+	}, cleanup, nil
+}
+
+// readOnly is an object that is only read: a write is a programming error
+// reported as one, never sent.
+type readOnly struct{ ports.ObjectCAS }
+
+func (r readOnly) Put(context.Context, []byte, ports.Precondition) (ports.Version, error) {
+	return "", fmt.Errorf("%s is read only here: the older layout's document is never written by another org's shard", r.ObjectCAS)
+}
+
+func (r readOnly) Delete(context.Context, ports.Precondition) error {
+	return fmt.Errorf("%s is read only here: the older layout's document is never deleted by another org's shard", r.ObjectCAS)
 }
 
 // Provider sets used by the injectors in wire.go (built with the
 // wireinject tag, hence invisible to the unused check).
 var commonSet = wire.NewSet( //nolint:unused // used by wire.go
-	wire.FieldsOf(new(Shared), "Clock", "Logger", "Telemetry", "Sink", "Gate"), provideStateStore, provideCommitter, provideWorkload, newShard)
+	wire.FieldsOf(new(Shared), "Clock", "Logger", "Telemetry", "Sink", "Gate", "Older"), provideStateStore, provideCommitter, provideWorkload, newShard)
 
 var keeperSet = wire.NewSet( //nolint:unused // used by wire.go
 	provideKeeper, keeperCoordinator, keeperFence)

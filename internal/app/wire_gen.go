@@ -23,7 +23,8 @@ func buildNoop(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) 
 	}
 	fence := noFence()
 	logger := sh.Logger
-	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger)
+	appOlderLayouts := sh.Older
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger, appOlderLayouts)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -63,7 +64,8 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides, sh Sha
 	}
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
-	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger)
+	appOlderLayouts := sh.Older
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger, appOlderLayouts)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -106,7 +108,8 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 	}
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
-	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger)
+	appOlderLayouts := sh.Older
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger, appOlderLayouts)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -149,7 +152,8 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides, sh Share
 	}
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
-	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger)
+	appOlderLayouts := sh.Older
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger, appOlderLayouts)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -192,7 +196,8 @@ func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 	}
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
-	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger)
+	appOlderLayouts := sh.Older
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger, appOlderLayouts)
 	if err != nil {
 		cleanup2()
 		cleanup()

@@ -42,6 +42,10 @@ type CommitterConfig struct {
 	// Org, when set, is the org the document belongs to: Claim stamps it
 	// (OrgKey) and refuses a document stamped with another.
 	Org string
+	// Older, with Org, is where the org's positions written by the older
+	// implementation are: the first claim of a document no shard has
+	// claimed adopts them (AdoptOlderLayout). Nil: nothing to adopt.
+	Older *OlderLayout
 }
 
 // CheckpointCommitter reads and writes the checkpoint document: one flat JSON
@@ -59,6 +63,7 @@ type CheckpointCommitter struct {
 	obs   Observer
 	log   *slog.Logger
 	org   string
+	older *OlderLayout
 
 	sem     chan struct{} // a one-slot lock that a context can abandon
 	loaded  bool
@@ -88,6 +93,7 @@ func NewCheckpointCommitter(cas ports.ObjectCAS, clock ports.Clock, cfg Committe
 		obs:   cfg.Observer,
 		log:   cfg.Logger,
 		org:   cfg.Org,
+		older: cfg.Older,
 		sem:   make(chan struct{}, 1),
 	}
 	if c.fence == nil {
@@ -226,7 +232,12 @@ func (c *CheckpointCommitter) epochFenced(stored uint64) error {
 // decode parses a checkpoint document: a JSON object whose values are all
 // strings, with a decimal __fence_epoch__ if present.
 func (c *CheckpointCommitter) decode(data []byte) (map[string]string, error) {
-	corrupt := func(problem string) error { return &CorruptError{Object: c.cas.String(), Problem: problem} }
+	return decodeDocument(c.cas.String(), data)
+}
+
+// decodeDocument parses the checkpoint document named name.
+func decodeDocument(name string, data []byte) (map[string]string, error) {
+	corrupt := func(problem string) error { return &CorruptError{Object: name, Problem: problem} }
 	if !utf8.Valid(data) {
 		return nil, corrupt("not valid UTF-8")
 	}
@@ -329,13 +340,20 @@ func (c *CheckpointCommitter) Claim(ctx context.Context, epoch uint64) error {
 	c.loaded, c.doc, c.version = false, nil, ""
 	c.epoch = epoch
 	c.unlock()
-	if err := c.checkOrg(ctx); err != nil {
+	older, err := c.checkOrg(ctx)
+	if err != nil {
 		return err
 	}
-	return c.update(ctx, "claim", func(doc map[string]string) bool {
+	var did OlderAdoption
+	err = c.update(ctx, "claim", func(doc map[string]string) bool {
 		changed := doc[FenceEpochKey] != formatEpoch(epoch)
+		c.adoptInto(doc, older, &did)
 		return c.stampOrg(doc) || changed
 	})
+	if err == nil {
+		c.logAdoption(did)
+	}
+	return err
 }
 
 // Adopt is Claim's org check and stamp for a single instance, which claims
@@ -350,25 +368,36 @@ func (c *CheckpointCommitter) Adopt(ctx context.Context) error {
 	}
 	c.loaded, c.doc, c.version = false, nil, ""
 	c.unlock()
-	if err := c.checkOrg(ctx); err != nil {
-		return err
-	}
-	return c.update(ctx, "adopt", c.stampOrg)
-}
-
-// checkOrg refuses a document stamped with another org.
-func (c *CheckpointCommitter) checkOrg(ctx context.Context) error {
-	if c.org == "" {
-		return nil
-	}
-	doc, err := c.Load(ctx)
+	older, err := c.checkOrg(ctx)
 	if err != nil {
 		return err
 	}
-	if owner, ok := doc[OrgKey]; ok && owner != c.org {
-		return &WrongOrgError{Document: c.cas.String(), Org: c.org, Owner: owner}
+	var did OlderAdoption
+	err = c.update(ctx, "adopt", func(doc map[string]string) bool {
+		c.adoptInto(doc, older, &did)
+		return c.stampOrg(doc)
+	})
+	if err == nil {
+		c.logAdoption(did)
 	}
-	return nil
+	return err
+}
+
+// checkOrg refuses a document stamped with another org. It returns the
+// older-layout document to adopt the org's positions from, when the
+// document was never claimed by a shard (see OlderLayout).
+func (c *CheckpointCommitter) checkOrg(ctx context.Context) (map[string]string, error) {
+	if c.org == "" {
+		return nil, nil
+	}
+	doc, err := c.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if owner, ok := doc[OrgKey]; ok && owner != c.org {
+		return nil, &WrongOrgError{Document: c.cas.String(), Org: c.org, Owner: owner}
+	}
+	return c.olderSource(ctx, doc)
 }
 
 // stampOrg stamps the committer's org on doc; it reports a change.
