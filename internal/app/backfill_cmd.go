@@ -380,6 +380,9 @@ func (r *backfillRun) execute(parent context.Context, stdout io.Writer, workers 
 	p.printf("backfill: %s, files with a LogDate from %s to %s (interval %s), %s", what, r.plan.since.Format(time.RFC3339),
 		r.plan.until.Format(time.RFC3339), r.plan.interval, label)
 	p.printf("backfill: state %s (%s done before), lock %s", r.state.store, plural(int64(r.state.size()), "file"), r.state.lockName)
+	if n := r.state.olderNotice(); n != "" {
+		p.printf("backfill: %s", n)
+	}
 	for _, w := range backfillWarnings(r.plan, start) {
 		p.printf("warning: %s", w)
 	}

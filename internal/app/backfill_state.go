@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +34,83 @@ type backfillDoc struct {
 	// Org names the org in the orgs form (for people reading the file).
 	Org   string                  `json:"org,omitempty"`
 	Files map[string]backfillDone `json:"files"`
+	// Older are the positions of the older implementation's backfill, by
+	// "<interval>:<event type>": every file of that type and interval
+	// created before LastCreated, and those at it named in DoneIDs, count
+	// as done (that backfill read each type oldest first up to there).
+	Older map[string]olderBackfill `json:"older,omitempty"`
+}
+
+// olderBackfill is the value of a backfill:<interval>:<type> key of the
+// older implementation's backfill state.
+type olderBackfill struct {
+	LastCreated string   `json:"last_created"`
+	DoneIDs     []string `json:"done_ids"`
+}
+
+// olderBackfillPrefix starts the keys of the older implementation's
+// backfill state: backfill:<interval>:<type>, with orgs
+// backfill:org=<name>:<interval>:<type> (the first org also reading the
+// unprefixed keys).
+const olderBackfillPrefix = "backfill:"
+
+// olderBackfillName is where the older implementation kept its backfill
+// state: a local file beside state.file.path, <stem>-backfill<suffix>
+// (whatever state.store), one for every org.
+func olderBackfillName(p string) string {
+	if p == "" {
+		return ""
+	}
+	ext := filepath.Ext(p)
+	return strings.TrimSuffix(p, ext) + "-backfill" + ext
+}
+
+// readOlderBackfill takes org's positions from data, the older
+// implementation's backfill state (a flat JSON object of strings). ok is
+// false when data is not in that layout (no backfill: key).
+func readOlderBackfill(data []byte, org string, first bool) (map[string]olderBackfill, bool, error) {
+	var flat map[string]json.RawMessage
+	if json.Unmarshal(data, &flat) != nil {
+		return nil, false, nil
+	}
+	older, found := map[string]olderBackfill{}, false
+	prefixed := olderBackfillPrefix + domain.OlderOrgPrefix(org)
+	take := func(rest string, raw json.RawMessage, override bool) error {
+		var v string
+		var c olderBackfill
+		if json.Unmarshal(raw, &v) != nil || json.Unmarshal([]byte(v), &c) != nil {
+			return fmt.Errorf("%s%s is not {\"last_created\": …, \"done_ids\": […]}", olderBackfillPrefix, rest)
+		}
+		if c.LastCreated == "" {
+			return nil // no file done yet
+		}
+		if _, err := salesforce.ParseTime(c.LastCreated); err != nil {
+			return fmt.Errorf("%s%s: last_created %q is not a timestamp", olderBackfillPrefix, rest, c.LastCreated)
+		}
+		if _, had := older[rest]; !had || override {
+			older[rest] = c
+		}
+		return nil
+	}
+	for k, raw := range flat {
+		if !strings.HasPrefix(k, olderBackfillPrefix) {
+			continue
+		}
+		found = true
+		var err error
+		switch rest, isOrg := strings.CutPrefix(k, prefixed); {
+		case org != "" && isOrg:
+			err = take(rest, raw, true) // the prefixed key wins, as the older backfill read it first
+		case org == "" || first:
+			if rest := strings.TrimPrefix(k, olderBackfillPrefix); !strings.HasPrefix(rest, "org=") {
+				err = take(rest, raw, false)
+			}
+		}
+		if err != nil {
+			return nil, true, err
+		}
+	}
+	return older, found, nil
 }
 
 // backfillDone is one file whose rows Loki all accepted.
@@ -55,6 +134,13 @@ type backfillState struct {
 	// lost is closed when an object-store lock is lost (lostErr says why).
 	lost    <-chan struct{}
 	lostErr func() error
+	// olderPath is the older implementation's backfill state file, read
+	// when this state holds nothing yet; olderFirst says the org is the
+	// first listed (which also read the unprefixed keys).
+	olderPath  string
+	olderFirst bool
+	// olderNote says what was taken from the older backfill state.
+	olderNote string
 
 	mu      sync.Mutex
 	doc     backfillDoc
@@ -68,6 +154,17 @@ type backfillState struct {
 // checkpoint document in its store. It never opens the checkpoint
 // document itself.
 func openBackfillState(ctx context.Context, cfg, configured *config.Config, statePath string) (*backfillState, error) {
+	s, err := openBackfillStore(ctx, cfg, configured, statePath)
+	if err != nil {
+		return nil, err
+	}
+	s.olderPath = olderBackfillName(configured.State.File.Path)
+	s.olderFirst = len(configured.Orgs) == 0 || configured.Orgs[0].Name == cfg.ShardName
+	return s, nil
+}
+
+// openBackfillStore opens the backfill state's document and takes its lock.
+func openBackfillStore(ctx context.Context, cfg, configured *config.Config, statePath string) (*backfillState, error) {
 	if statePath != "" {
 		abs, err := filepath.Abs(statePath)
 		if err != nil {
@@ -185,10 +282,21 @@ func (s *backfillState) load(ctx context.Context, org string) error {
 	s.doc = backfillDoc{Org: org, Files: map[string]backfillDone{}}
 	obj, err := s.store.Get(ctx)
 	if errors.Is(err, ports.ErrNotFound) {
-		return nil
+		return s.loadOlder(org)
 	}
 	if err != nil {
 		return fmt.Errorf("read the backfill state %s: %w", s.store, err)
+	}
+	// The older implementation's backfill state, given as --state: taken
+	// over in place (the next write is in this layout).
+	older, isOlder, err := readOlderBackfill(obj.Data, org, s.olderFirst)
+	if err != nil {
+		return fmt.Errorf("the backfill state %s is the older implementation's, and %w; repair that key or move the file aside to start the backfill over", s.store, err)
+	}
+	if isOlder {
+		s.doc.Older, s.version = older, obj.Version
+		s.olderNote = fmt.Sprintf("%s is the older implementation's backfill state: %s taken as done up to their positions", s.store, plural(int64(len(older)), "event type"))
+		return nil
 	}
 	var doc backfillDoc
 	if err := json.Unmarshal(obj.Data, &doc); err != nil {
@@ -204,12 +312,57 @@ func (s *backfillState) load(ctx context.Context, org string) error {
 	return nil
 }
 
+// loadOlder reads the older implementation's backfill state file beside
+// the checkpoint document, for a state that holds nothing yet. It is only
+// read; its positions are kept in this state from its first write. s.mu
+// held.
+func (s *backfillState) loadOlder(org string) error {
+	if s.olderPath == "" {
+		return nil
+	}
+	data, err := os.ReadFile(s.olderPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the older implementation's backfill state %s: %w", s.olderPath, err)
+	}
+	older, isOlder, err := readOlderBackfill(data, org, s.olderFirst)
+	if err != nil {
+		return fmt.Errorf("the older implementation's backfill state %s: %w; repair that key or move the file aside (its event types are then loaded again)", s.olderPath, err)
+	}
+	if isOlder && len(older) > 0 {
+		s.doc.Older = older
+		s.olderNote = fmt.Sprintf("the older implementation's backfill state %s: %s taken as done up to their positions", s.olderPath, plural(int64(len(older)), "event type"))
+	}
+	return nil
+}
+
 // done reports whether f was read before, as listed now (same CreatedDate).
 func (s *backfillState) done(f salesforce.HistoryFile) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, ok := s.doc.Files[f.ID]
-	return ok && d.Created == f.Created
+	if d, ok := s.doc.Files[f.ID]; ok && d.Created == f.Created {
+		return true
+	}
+	c, ok := s.doc.Older[f.Interval+":"+f.EventType]
+	if !ok {
+		return false
+	}
+	created, err1 := salesforce.ParseTime(f.Created)
+	last, err2 := salesforce.ParseTime(c.LastCreated)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return created.Before(last) || (created.Equal(last) && slices.Contains(c.DoneIDs, f.ID))
+}
+
+// olderNotice says what was taken from the older implementation's
+// backfill state ("" when nothing).
+func (s *backfillState) olderNotice() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.olderNote
 }
 
 // mark records f as done (written by the next flush).
