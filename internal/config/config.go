@@ -313,6 +313,8 @@ type Service struct {
 	StallTimeout  time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" min:"30s" max:"24h" zero:"allowed" doc:"The leader's liveness guard: when entries wait undelivered and no push or commit succeeds for this long, the leader reports it (/readyz 503, sf2loki_pipeline_stalled 1, one ERROR), abandons the batches in flight uncommitted and releases the lease so that another replica can try; it contends again after one ttl. 0 disables the guard."`
 	LogLevel      string        `yaml:"log_level" mapstructure:"log_level" default:"info" enum:"debug,info,warn,error" doc:"Minimum log level."`
 	LogFormat     string        `yaml:"log_format" mapstructure:"log_format" default:"json" enum:"json,text" doc:"Log format."`
+
+	Telemetry ServiceTelemetry `yaml:"telemetry" mapstructure:"telemetry" doc:"Metrics pushed over OTLP/HTTP (protobuf), e.g. to Grafana Cloud, beside /metrics (docs/operations.md, OTLP metrics push). Off by default."`
 }
 
 // Telemetry configures trace export.

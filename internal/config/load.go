@@ -96,6 +96,8 @@ func Load(path string, opts ...Option) (*Config, []string, error) {
 	envMapEntries(raw, os.Environ())
 	problems = append(problems, numberMaps(raw)...)
 	cased := shapeKeys(raw)
+	attrs, attrProblems := takeResourceAttributes(raw)
+	problems = append(problems, attrProblems...)
 
 	v := viper.New()
 	for _, f := range schema() {
@@ -117,6 +119,7 @@ func Load(path string, opts ...Option) (*Config, []string, error) {
 		problems = append(problems, decodeProblems(err)...)
 	} else {
 		restoreShapeKeys(cfg, cased)
+		cfg.Service.Telemetry.ResourceAttributes = attrs
 		// Report every problem at once: validation runs even when keys were
 		// unknown or values malformed (those were replaced by their
 		// defaults above).

@@ -151,6 +151,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	}
 	c.checkOverlap(orgs, add)
 	c.checkLokiClient(add)
+	warnings = append(warnings, c.checkServiceTelemetry(add)...)
 	warnings = append(warnings, c.validateShape(add)...)
 	c.checkApexLog(orgs, add)
 	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
