@@ -149,6 +149,7 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 		r.Checks = append(r.Checks, Check{"config", Warn, w})
 	}
 	r.Checks = append(r.Checks, checkLoki(ctx, cfg))
+	r.Checks = append(r.Checks, checkTelemetry(ctx, cfg))
 	// Every org (shard) has its own checkpoint document, lease and
 	// credentials: each is checked, its checks named after it.
 	for _, sc := range cfg.Shards() {

@@ -19,8 +19,9 @@ import (
 // at: every org's Salesforce client secret and private key (from the value
 // or its *_file), the Loki token (auth_token or auth_token_file) with the
 // basic-auth header made from it, any password in sink.loki.url or
-// telemetry.otlp_endpoint, the values of sink.loki.headers and of the
-// telemetry headers, the private key
+// telemetry.otlp_endpoint or service.telemetry.endpoint, the values of
+// sink.loki.headers and of the telemetry headers, the basic-auth header
+// of the metrics push, the private key
 // of a GCS service_file, and the AWS secret key and session token of the
 // environment. A file that cannot be read is skipped: the component that
 // needs it reports that.
@@ -57,6 +58,15 @@ func redactSecrets(cfg *config.Config) []string {
 	out = append(out, otlp...)
 	for _, v := range cfg.Telemetry.Headers {
 		out = append(out, v, strings.TrimPrefix(strings.TrimPrefix(v, "Bearer "), "Basic "))
+	}
+	// service.telemetry: a password in its endpoint, and its Authorization:
+	// Basic header (the token itself is a secret key, or sink.loki's).
+	_, push := loki.Secrets(loki.Config{URL: cfg.Service.Telemetry.Endpoint})
+	out = append(out, push...)
+	if a := cfg.TelemetryBasicAuth(); cfg.Service.Telemetry.Auth == "basic" && a.User != "" {
+		if token := strings.TrimSpace(read(a.Token, a.TokenFile)); token != "" {
+			out = append(out, basicCredentials(a.User, token))
+		}
 	}
 	for _, f := range []string{cfg.State.GCS.ServiceFile, cfg.Coordinate.GCSLease.ServiceFile} {
 		out = append(out, serviceFileSecrets(f)...)

@@ -181,7 +181,15 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err != nil {
 		return nil, nil, fmt.Errorf("metrics exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	push, err := newMetricsPush(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	mpOpts := []sdkmetric.Option{sdkmetric.WithReader(exp)}
+	if push != nil { // service.telemetry: the same metrics pushed over OTLP/HTTP
+		mpOpts = append(mpOpts, sdkmetric.WithReader(push.reader), sdkmetric.WithResource(push.resource))
+	}
+	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	res := resource.NewSchemaless(semconv.ServiceName(cfg.Telemetry.ServiceName))
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if opts.SpanExporter != nil {
@@ -207,7 +215,11 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = tp.Shutdown(sctx)
-		_ = mp.Shutdown(sctx)
+		// A bound of its own: the meter provider's shutdown pushes the last
+		// interval of service.telemetry, however long the traces took.
+		mctx, mcancel := context.WithTimeout(context.Background(), pushFlushTimeout)
+		defer mcancel()
+		_ = mp.Shutdown(mctx)
 	}
 	return t, cleanup, nil
 }
