@@ -58,6 +58,9 @@ type Config struct {
 	BasicAuthUser string
 	// Encoding is "protobuf" (snappy, default) or "json" (gzip).
 	Encoding string
+	// Uncompressed sends a json body without gzip (protobuf is always
+	// snappy, Loki's format).
+	Uncompressed bool
 	// Labels are static labels merged over every entry's (allowlisted).
 	Labels map[string]string
 	// StructuredMetadataFields are top-level keys of a JSON line promoted to
@@ -97,9 +100,12 @@ type Stats struct {
 	BytesPushed    atomic.Int64
 	LinesTruncated atomic.Int64
 	LastSuccess    atomic.Int64 // unix nanoseconds
-	mu             sync.Mutex
-	dropped        map[string]int64
-	rejecting      string // why the sink refuses every entry; "" while it accepts
+	// FailingSince is when the pushes began failing without one accepted
+	// since (unix nanoseconds), 0 while they are accepted.
+	FailingSince atomic.Int64
+	mu           sync.Mutex
+	dropped      map[string]int64
+	rejecting    string // why the sink refuses every entry; "" while it accepts
 }
 
 // Rejecting returns why Loki refuses every entry (its status and the start
@@ -540,7 +546,7 @@ func (s *Sink) send(ctx context.Context, batch []ports.Entry) (int, string, erro
 	var body []byte
 	var err error
 	if s.cfg.Encoding == "json" {
-		body, err = encodeJSON(streams, true)
+		body, err = encodeJSON(streams, !s.cfg.Uncompressed)
 		if err != nil {
 			return 0, "", fmt.Errorf("loki: encode: %w", err)
 		}
@@ -557,6 +563,7 @@ func (s *Sink) send(ctx context.Context, batch []ports.Entry) (int, string, erro
 			s.Stats.EntriesPushed.Add(int64(len(batch)))
 			s.Stats.BytesPushed.Add(int64(len(body)))
 			s.Stats.LastSuccess.Store(time.Now().UnixNano())
+			s.Stats.FailingSince.Store(0)
 			return status, "", nil
 		case err == nil && (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge):
 			return status, answer, nil
@@ -564,8 +571,10 @@ func (s *Sink) send(ctx context.Context, batch []ports.Entry) (int, string, erro
 			return 0, "", ports.Transient("push", ctx.Err())
 		case err != nil:
 			last = err
+			s.Stats.FailingSince.CompareAndSwap(0, time.Now().UnixNano())
 		default:
 			last = fmt.Errorf("loki answered %d %q", status, answer)
+			s.Stats.FailingSince.CompareAndSwap(0, time.Now().UnixNano())
 			if status/100 == 4 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout {
 				refused = &RejectingError{URL: s.url, Status: status, Body: answer}
 			}
@@ -617,7 +626,9 @@ func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, strin
 	}
 	if s.cfg.Encoding == "json" {
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Content-Encoding", "gzip")
+		if !s.cfg.Uncompressed {
+			req.Header.Set("Content-Encoding", "gzip")
+		}
 	} else {
 		req.Header.Set("Content-Type", "application/x-protobuf")
 		req.Header.Set("Content-Encoding", "snappy")

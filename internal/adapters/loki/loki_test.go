@@ -48,7 +48,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "application/x-protobuf":
 		got, err = decodeProtobuf(body)
 	case "application/json":
-		got, err = decodeJSON(body)
+		got, err = decodeJSON(body, r.Header.Get("Content-Encoding"))
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -156,14 +156,18 @@ func varints(b []byte, f func(protowire.Number, uint64)) error {
 	return nil
 }
 
-func decodeJSON(body []byte) ([]received, error) {
-	zr, err := gzip.NewReader(strings.NewReader(string(body)))
-	if err != nil {
-		return nil, err
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		return nil, err
+// decodeJSON reads a JSON push body, gunzipped when Content-Encoding says
+// gzip (Loki reads any other body as it is).
+func decodeJSON(body []byte, encoding string) ([]received, error) {
+	raw := body
+	if encoding == "gzip" {
+		zr, err := gzip.NewReader(strings.NewReader(string(body)))
+		if err != nil {
+			return nil, err
+		}
+		if raw, err = io.ReadAll(zr); err != nil {
+			return nil, err
+		}
 	}
 	var req struct {
 		Streams []struct {
@@ -229,12 +233,15 @@ func batch(n int) []ports.Entry {
 }
 
 func TestPushDecodesExactly(t *testing.T) {
-	for _, enc := range []string{"protobuf", "json"} {
+	for _, enc := range []string{"protobuf", "json", "json-uncompressed"} {
 		t.Run(enc, func(t *testing.T) {
 			rc := &receiver{}
 			srv := httptest.NewServer(rc)
 			defer srv.Close()
-			s := newSink(t, srv.URL, func(c *loki.Config) { c.Encoding = enc; c.TenantID = "acme" })
+			s := newSink(t, srv.URL, func(c *loki.Config) {
+				c.Encoding, c.Uncompressed = strings.TrimSuffix(enc, "-uncompressed"), strings.HasSuffix(enc, "-uncompressed")
+				c.TenantID = "acme"
+			})
 			b := batch(6)
 			if err := s.Push(t.Context(), b); err != nil {
 				t.Fatal(err)
@@ -257,6 +264,9 @@ func TestPushDecodesExactly(t *testing.T) {
 			}
 			if rc.headers[0].Get("X-Scope-OrgID") != "acme" {
 				t.Fatalf("tenant header %v", rc.headers[0])
+			}
+			if want := map[string]string{"protobuf": "snappy", "json": "gzip"}[enc]; rc.headers[0].Get("Content-Encoding") != want {
+				t.Fatalf("Content-Encoding %q, want %q", rc.headers[0].Get("Content-Encoding"), want)
 			}
 			if s.Stats.EntriesPushed.Load() != 6 || s.Stats.BytesPushed.Load() == 0 {
 				t.Fatal("stats not counted")
@@ -285,10 +295,25 @@ func TestRetriesHonourRetryAfterThenTransient(t *testing.T) {
 	if rc.requests != 3 || len(rc.entries) != 2 || time.Since(start) < time.Second {
 		t.Fatalf("%d requests, %d entries after %s; want a retry after the 1s Retry-After, then after the 500", rc.requests, len(rc.entries), time.Since(start))
 	}
+	if s.Stats.FailingSince.Load() != 0 {
+		t.Fatal("an accepted push left the sink marked failing")
+	}
 	rc.answer = func(int, int) (int, http.Header) { return 503, nil }
+	before := time.Now().UnixNano()
 	err := s.Push(t.Context(), batch(1))
 	if !ports.IsTransient(err) {
 		t.Fatalf("after the attempts: %v, want transient for the pipeline to retry", err)
+	}
+	since := s.Stats.FailingSince.Load()
+	if since < before {
+		t.Fatalf("failing since %d, want the first failed attempt (after %d)", since, before)
+	}
+	if err := s.Push(t.Context(), batch(1)); !ports.IsTransient(err) || s.Stats.FailingSince.Load() != since {
+		t.Fatalf("a second failed push moved the start of the failure: %v", err)
+	}
+	rc.answer = nil
+	if err := s.Push(t.Context(), batch(1)); err != nil || s.Stats.FailingSince.Load() != 0 {
+		t.Fatalf("an accepted push did not clear the failure: %v", err)
 	}
 }
 

@@ -48,6 +48,18 @@ type ELFSpec struct {
 	// row left out emits nothing, but its file still moves the checkpoint;
 	// an entry's time comes from the row as read.
 	Shaper *shape.Shaper
+	// Exclude are globs (case-insensitive) over discovered ("*") types to
+	// leave out; a type listed by name is never excluded.
+	Exclude []string
+	// Types shape each event type's entries: columns shipped as structured
+	// metadata and columns promoted to stream labels.
+	Types map[string]ELFTypeSpec
+}
+
+// ELFTypeSpec is one event type's shaping.
+type ELFTypeSpec struct {
+	Metadata []string // columns added to the entry's structured metadata
+	Labels   []string // columns promoted to stream labels (label name = column name)
 }
 
 // ELFKeyPrefix prefixes the checkpoint keys: eventlogfile:<EventType>.
@@ -336,7 +348,23 @@ func (s *ELFSource) types(ctx context.Context) ([]string, error) {
 		}
 	}
 	slices.Sort(out)
-	return s.owned(out), nil
+	return s.owned(s.excluded(out)), nil
+}
+
+// excluded drops the discovered types an exclude glob matches, keeping the
+// types listed by name.
+func (s *ELFSource) excluded(types []string) []string {
+	if len(s.spec.Exclude) == 0 {
+		return types
+	}
+	return slices.DeleteFunc(types, func(t string) bool {
+		if slices.Contains(s.spec.EventTypes, t) {
+			return false
+		}
+		return slices.ContainsFunc(s.spec.Exclude, func(g string) bool {
+			return shape.MatchGlob(strings.ToLower(g), strings.ToLower(t))
+		})
+	})
 }
 
 func (s *ELFSource) resumeType(t string, resume func(string) (string, bool)) *elfType {
@@ -495,7 +523,7 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 				return nil
 			}
 		}
-		e, err := elfEntry(t, r, f.logDate, key, before)
+		e, err := elfEntry(t, r, f.logDate, key, before, s.spec.Types[t])
 		if err != nil {
 			return err
 		}
@@ -577,17 +605,28 @@ func elfSampleKey(fields map[string]string) string {
 // takes its file's LogDate, which a file regenerated in place keeps (its
 // CreatedDate changes): every copy of a row is the same entry, and the
 // copies collapse in Loki.
-func elfEntry(t string, r Row, logDate time.Time, key, checkpoint string) (ports.Entry, error) {
+func elfEntry(t string, r Row, logDate time.Time, key, checkpoint string, ts ELFTypeSpec) (ports.Entry, error) {
 	line, err := json.Marshal(r.Fields) // maps marshal with sorted keys
 	if err != nil {
 		return ports.Entry{}, err
 	}
-	ts := r.Time
-	if ts.IsZero() {
-		ts = logDate
+	at := r.Time
+	if at.IsZero() {
+		at = logDate
 	}
 	level := Level(func(k string) string { return r.Fields[k] })
-	return ports.Entry{Time: ts, Line: string(line), Metadata: map[string]string{"level": level},
+	e := ports.Entry{Time: at, Line: string(line), Metadata: map[string]string{"level": level},
 		Labels:     map[string]string{"source": "eventlogfile", "event_type": t},
-		Checkpoint: ports.Checkpoint{Key: key, Value: checkpoint}}, nil
+		Checkpoint: ports.Checkpoint{Key: key, Value: checkpoint}}
+	for _, c := range ts.Metadata {
+		if v := r.Fields[c]; v != "" {
+			e.Metadata[c] = v
+		}
+	}
+	for _, c := range ts.Labels {
+		if v := r.Fields[c]; v != "" {
+			e.Labels[c] = v
+		}
+	}
+	return e, nil
 }

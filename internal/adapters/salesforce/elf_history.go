@@ -97,7 +97,7 @@ func (s *ELFSource) ReadHistory(ctx context.Context, f HistoryFile, emit func(po
 		if !plan.Noop() && !plan.Strings(r.Fields) {
 			return nil // dropped by a drop_row transform
 		}
-		e, err := elfEntry(f.EventType, r, f.LogDate, "", "")
+		e, err := elfEntry(f.EventType, r, f.LogDate, "", "", s.spec.Types[f.EventType])
 		if err != nil {
 			return err
 		}
