@@ -326,7 +326,7 @@ func newBackfillRun(ctx context.Context, cfg, all *config.Config, statePath stri
 		return fail(err)
 	}
 	src, err := salesforce.NewELFSource(auth, cfg.Salesforce.APIVersion, salesforce.ELFSpec{Interval: plan.interval, EventTypes: plan.types,
-		Concurrency: plan.concurrency, Shaper: sh}, clk, log)
+		Concurrency: plan.concurrency, Shaper: sh, Types: elfTypeSpecs(cfg.Sources.EventLogFile.Types)}, clk, log)
 	if err != nil {
 		return fail(err)
 	}

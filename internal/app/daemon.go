@@ -241,6 +241,17 @@ func (d *Daemon) ready(standbyOK bool) (int, string) {
 	return http.StatusServiceUnavailable, b.String()
 }
 
+// sinkFailingTooLong says, once every push to Loki has failed for
+// service.unready_after_sink_failing, why the leader is not ready; "" before.
+func (d *Shard) sinkFailingTooLong() string {
+	limit, failing := d.cfg.Service.UnreadyAfterSinkFailing, d.telemetry.SinkFailingFor()
+	if limit <= 0 || failing < limit {
+		return ""
+	}
+	return fmt.Sprintf("leader: every push to Loki has failed for %s (service.unready_after_sink_failing %s); the entries are held and retried, nothing is committed past them\n",
+		failing.Round(time.Second), limit)
+}
+
 // ready is one shard's readiness: 200 on the leader only (load balancers
 // that must reach the leader); with standbyOK also 200 on a standby that
 // observed the lease within ttl, so it can take over (the Kubernetes
@@ -254,6 +265,8 @@ func (d *Shard) ready(standbyOK bool) (int, string) {
 		return http.StatusServiceUnavailable, fmt.Sprintf("leader: salesforce auth failing (%s)\n", sfAuth)
 	case d.leading() && rejecting != "":
 		return http.StatusServiceUnavailable, fmt.Sprintf("leader: sink rejecting all entries (%s); holding the data uncommitted\n", rejecting)
+	case d.leading() && d.sinkFailingTooLong() != "":
+		return http.StatusServiceUnavailable, d.sinkFailingTooLong()
 	case d.leading():
 		// A spent budget is the configured behaviour, not a fault: the
 		// leader stays ready and says so.

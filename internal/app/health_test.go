@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/loki"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
@@ -113,5 +114,49 @@ func TestALeaderWithRefusedSalesforceCredentialsIsNotReady(t *testing.T) {
 	}
 	if _, metrics := get(t, h, "/metrics"); !strings.Contains(metrics, "sf2loki_salesforce_auth_failing 1") {
 		t.Fatalf("/metrics lacks sf2loki_salesforce_auth_failing 1")
+	}
+}
+
+// A leader whose every push to Loki has failed for
+// service.unready_after_sink_failing is not ready and says for how long;
+// before that, and with 0, it stays ready.
+func TestALeaderWhosePushesFailTooLongIsNotReady(t *testing.T) {
+	for _, limit := range []time.Duration{15 * time.Minute, 0} {
+		cfg := testConfig(config.CoordinateFileLease)
+		cfg.Service.UnreadyAfterSinkFailing = limit
+		lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
+		d, cleanup, err := Build(t.Context(), cfg, Overrides{LeaseStore: lease, StateStore: state,
+			Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := d.Handler()
+		k := d.Coordinator().(*domain.LeaseKeeper)
+		stats := &loki.Stats{}
+		d.Telemetry().RegisterSink(stats)
+		// A failure from an earlier term says nothing about Loki now.
+		stats.FailingSince.Store(time.Now().Add(-3 * time.Hour).UnixNano())
+		res := k.Step(t.Context())
+		d.shards[0].onAcquire(t.Context(), domain.Leadership{Epoch: res.Epoch})
+		if stats.FailingSince.Load() != 0 {
+			t.Errorf("a new term kept the failure of an earlier one")
+		}
+		stats.FailingSince.Store(time.Now().Add(-10 * time.Minute).UnixNano())
+		if code, body := get(t, h, "/readyz"); code != 200 {
+			t.Errorf("limit %s, failing for 10m: /readyz %d %q", limit, code, body)
+		}
+		stats.FailingSince.Store(time.Now().Add(-16 * time.Minute).UnixNano())
+		code, body := get(t, h, "/readyz?standby=ok")
+		switch {
+		case limit == 0 && code != 200:
+			t.Errorf("limit 0, failing for 16m: /readyz %d %q; 0 keeps the leader ready", code, body)
+		case limit > 0 && (code != 503 || !strings.Contains(body, "every push to Loki has failed for 16m0s (service.unready_after_sink_failing 15m0s)")):
+			t.Errorf("limit %s, failing for 16m: /readyz %d %q", limit, code, body)
+		}
+		stats.FailingSince.Store(0)
+		if code, body := get(t, h, "/readyz"); code != 200 {
+			t.Errorf("an accepted push: /readyz %d %q", code, body)
+		}
+		cleanup()
 	}
 }

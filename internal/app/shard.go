@@ -72,6 +72,9 @@ func (d *Shard) Run(ctx context.Context) error {
 
 func (d *Shard) onAcquire(ctx context.Context, l domain.Leadership) {
 	d.gauges.SetLeader(true, l.Epoch)
+	if d.telemetry.ShardsLed() == 1 { // this shard alone: no push of this replica is failing now
+		d.telemetry.ForgetSinkFailure()
+	}
 	if d.cfg.Coordinate.Type == config.CoordinateNoop {
 		d.log.Info("leading: a single instance, no lease")
 	} // else the lease keeper's acquired line says it

@@ -256,13 +256,7 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	gauge("sf2loki_lease_epoch", "The epoch of the current leadership (0 on a standby), per shard.", func(s *ShardTelemetry) int64 { return s.epoch.Load() })
 	_, err := m.Int64ObservableGauge("sf2loki_shards_led", metric.WithDescription("How many shards (orgs) this replica leads with a valid fence."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			n := int64(0)
-			for _, s := range t.allShards() {
-				if s.leading() {
-					n++
-				}
-			}
-			o.Observe(n)
+			o.Observe(int64(t.ShardsLed()))
 			return nil
 		}))
 	errs = append(errs, err)
@@ -396,6 +390,37 @@ func (t *Telemetry) RegisterSink(stats *loki.Stats) func(time.Duration) {
 		}))
 	h, _ := t.meter.Float64Histogram("sf2loki_loki_push_duration", metric.WithUnit("s"), metric.WithDescription("Time to push one batch, retries included."))
 	return func(d time.Duration) { h.Record(context.Background(), d.Seconds()) }
+}
+
+// ShardsLed is how many shards this replica leads.
+func (t *Telemetry) ShardsLed() int {
+	n := 0
+	for _, s := range t.allShards() {
+		if s.leading() {
+			n++
+		}
+	}
+	return n
+}
+
+// ForgetSinkFailure starts the count of failing pushes afresh: a replica
+// that begins to lead after leading nothing has pushed nothing yet, and a
+// failure from an earlier term says nothing about Loki now.
+func (t *Telemetry) ForgetSinkFailure() {
+	if s := t.sinkStats.Load(); s != nil {
+		s.FailingSince.Store(0)
+	}
+}
+
+// SinkFailingFor returns how long every push to Loki has failed, 0 while
+// they are accepted.
+func (t *Telemetry) SinkFailingFor() time.Duration {
+	if s := t.sinkStats.Load(); s != nil {
+		if ns := s.FailingSince.Load(); ns > 0 {
+			return time.Since(time.Unix(0, ns))
+		}
+	}
+	return 0
 }
 
 // SinkRejecting returns why the sink refuses every entry, or "".

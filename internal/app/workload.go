@@ -211,6 +211,15 @@ func orgIDLabel(auth *salesforce.Auth, view *loki.Labelled, clk ports.Clock, log
 	}
 }
 
+// elfTypeSpecs indexes sources.eventlogfile.types by event type.
+func elfTypeSpecs(types []config.EventLogFileType) map[string]salesforce.ELFTypeSpec {
+	out := make(map[string]salesforce.ELFTypeSpec, len(types))
+	for _, t := range types {
+		out[t.Name] = salesforce.ELFTypeSpec{Metadata: t.StructuredMetadataFields, Labels: t.Labels}
+	}
+	return out
+}
+
 // laneConfigs are the two lanes' bounds: sink.loki.batch for both, the
 // realtime lane's bytes bounded by sources.pubsub.bridge_max_bytes when the
 // Pub/Sub source sets it.
@@ -245,7 +254,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		}
 		s, err := salesforce.NewELFSource(auth, cfg.Salesforce.APIVersion, salesforce.ELFSpec{Interval: elf.Interval, EventTypes: elf.EventTypes,
 			PollInterval: elf.PollInterval, Lookback: elf.Lookback, SettleWindow: elf.SettleWindow, Concurrency: elf.Concurrency, Owners: owners,
-			Shaper: sh}, clk, log)
+			Shaper: sh, Exclude: elf.Exclude, Types: elfTypeSpecs(elf.Types)}, clk, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -348,7 +357,7 @@ func newLokiSink(c config.LokiSink, log *slog.Logger, t *Telemetry) (*loki.Sink,
 		}
 	}
 	cfg := loki.Config{URL: c.URL, TenantID: c.TenantID, AuthToken: token, BasicAuthUser: c.BasicAuthUser,
-		Encoding: c.Encoding, Labels: c.Labels, StructuredMetadataFields: c.StructuredMetadataFields,
+		Encoding: c.Encoding, Uncompressed: c.Encoding == "json" && c.Compression == "none", Labels: c.Labels, StructuredMetadataFields: c.StructuredMetadataFields,
 		MaxLineBytes: c.MaxLineBytes, Timeout: c.Timeout, Logger: log, Headers: c.Headers, TLS: loki.TLS(c.TLS)}
 	if t == nil {
 		return loki.New(cfg)

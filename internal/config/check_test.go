@@ -127,7 +127,7 @@ func TestCheckRefusesWhatRunCannotSurvive(t *testing.T) {
 		"bare quoted":         {"sink: {loki: {timeout: '30'}}\n", "sink.loki.timeout: 30 has no unit; write 30s"},
 		"bare float":          {"sink: {loki: {batch: {max_wait: 1.5}}}\n", "sink.loki.batch.max_wait: 1.5 has no unit; write 1.5s"},
 		"bare in a list item": {sf + sink + "sources: {eventlog_objects: {objects: [{name: A, poll_interval: 60}]}}\n", "sources.eventlog_objects.objects[0].poll_interval: 60 has no unit; write 60s"},
-		"not a duration":      {"service: {shutdown_grace: soon}\n", `service.shutdown_grace: "soon" is not a duration; write it like 30s, 1m30s or 500ms`},
+		"not a duration":      {"service: {shutdown_grace: soon}\n", `service.shutdown_grace: "soon" is not a duration; write it like 30s, 1m30s, 500ms or 1d`},
 
 		// Minimums.
 		"ttl too short":          {"coordinate: {type: s3_lease, s3_lease: {bucket: b, ttl: 1s, renew_interval: 400ms}}\nstate: {store: s3, s3: {bucket: c}}\n", "coordinate.s3_lease.ttl: must be at least 2s, got 1s"},

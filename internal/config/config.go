@@ -130,6 +130,15 @@ type EventLogFile struct {
 	Concurrency  int                `yaml:"concurrency" mapstructure:"concurrency" default:"4" min:"1" max:"16" doc:"Event types downloaded at once."`
 	Transforms   []Transform        `yaml:"transforms" mapstructure:"transforms" doc:"Rules applied in order to each row before it is shipped: hash, mask, drop_field, regex_replace, drop_row (docs/governance.md). A row's time and checkpoint come from the row as Salesforce sent it."`
 	Sample       map[string]float64 `yaml:"sample" mapstructure:"sample" default:"" example:"{\"API\": 0.25}" doc:"Globs over event types, matched without regard to case, to the fraction of rows kept, 0 to 1: an exact name wins, else the longest glob that matches (of two as long, the first in sort order), and rows of no glob are all kept. An environment override sets one entry, e.g. SF2LOKI_SOURCES__EVENTLOGFILE__SAMPLE__API=0.25 (its name in lower case). Deterministic on the row's REQUEST_ID (else its whole row as read), so a replay after a failover keeps the same rows; a row left out still moves the checkpoint."`
+	Exclude      []string           `yaml:"exclude" mapstructure:"exclude" default:"" example:"[ApexCallout, \"*Api\"]" doc:"With \"*\" in event_types: globs over the discovered event types to leave out, matched without regard to case. Types listed by name are never excluded."`
+	Types        []EventLogFileType `yaml:"types" mapstructure:"types" doc:"Per event type: columns shipped as structured metadata and columns promoted to stream labels."`
+}
+
+// EventLogFileType is one event type's shaping.
+type EventLogFileType struct {
+	Name                     string   `yaml:"name" mapstructure:"name" default:"" example:"ReportExport" doc:"The event type (letters, digits and _ only)."`
+	StructuredMetadataFields []string `yaml:"structured_metadata_fields" mapstructure:"structured_metadata_fields" default:"" example:"[REPORT_ID]" doc:"Columns of this type's rows shipped as structured metadata, besides sink.loki.structured_metadata_fields."`
+	Labels                   []string `yaml:"labels" mapstructure:"labels" default:"" example:"[DELEGATED_USER]" doc:"Columns of this type's rows promoted to stream labels (a column's name is its label's name). Keep them few-valued: every value is a stream. source, event_type, job, service_name, sf_org_id, environment and org are refused."`
 }
 
 // EventlogObjects configures SOQL polling.
@@ -178,6 +187,7 @@ type LokiSink struct {
 	BasicAuthUser            string            `yaml:"basic_auth_user" mapstructure:"basic_auth_user" default:"" doc:"The basic-auth user for the token (default tenant_id)."`
 	Headers                  map[string]string `yaml:"headers" mapstructure:"headers" default:"" secret:"true" doc:"Extra HTTP headers sent on every push, such as an API gateway's key. Every value is a secret: masked wherever it appears in logs and errors. Refused: Content-Type and Content-Encoding (from encoding), the headers the HTTP client sets (Host, Content-Length, Connection, ...), Authorization when auth_token, auth_token_file or a user in url is set, and X-Scope-OrgID when tenant_id is set (those keys own them)."`
 	Encoding                 string            `yaml:"encoding" mapstructure:"encoding" default:"protobuf" enum:"protobuf,json" doc:"protobuf (snappy; Loki's canonical format) or json (gzip; for debugging)."`
+	Compression              string            `yaml:"compression" mapstructure:"compression" default:"" enum:",snappy,gzip,none" doc:"The push body's compression. Blank: the encoding's own, snappy for protobuf and gzip for json. protobuf is always snappy (Loki's format): gzip or none with it is ignored, with a WARN. json takes gzip or none (snappy with json means gzip)."`
 	Labels                   map[string]string `yaml:"labels" mapstructure:"labels" default:"" doc:"Static labels on every stream; only job, service_name, sf_org_id, environment and org are allowed."`
 	StructuredMetadataFields []string          `yaml:"structured_metadata_fields" mapstructure:"structured_metadata_fields" default:"" doc:"Top-level keys of a JSON line promoted to structured metadata (user ids, IPs: never labels)."`
 	MaxLineBytes             int               `yaml:"max_line_bytes" mapstructure:"max_line_bytes" default:"262144" min:"0" max:"16777216" doc:"Longer lines are truncated on a UTF-8 boundary with a marker giving the original size; 0 means 262144."`
@@ -308,11 +318,12 @@ type StateFile struct {
 
 // Service configures the process.
 type Service struct {
-	HealthAddr    string        `yaml:"health_addr" mapstructure:"health_addr" default:":8080" format:"listen" doc:"Listen address for /healthz, /readyz, /metrics and /statusz."`
-	ShutdownGrace time.Duration `yaml:"shutdown_grace" mapstructure:"shutdown_grace" default:"25s" min:"1s" max:"1h" doc:"How long a graceful stop may take to drain and commit before the lease is released anyway."`
-	StallTimeout  time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" min:"30s" max:"24h" zero:"allowed" doc:"The leader's liveness guard: when entries wait undelivered and no push or commit succeeds for this long, the leader reports it (/readyz 503, sf2loki_pipeline_stalled 1, one ERROR), abandons the batches in flight uncommitted and releases the lease so that another replica can try; it contends again after one ttl. 0 disables the guard."`
-	LogLevel      string        `yaml:"log_level" mapstructure:"log_level" default:"info" enum:"debug,info,warn,error" doc:"Minimum log level."`
-	LogFormat     string        `yaml:"log_format" mapstructure:"log_format" default:"json" enum:"json,text" doc:"Log format."`
+	HealthAddr              string        `yaml:"health_addr" mapstructure:"health_addr" default:":8080" format:"listen" doc:"Listen address for /healthz, /readyz, /metrics and /statusz."`
+	ShutdownGrace           time.Duration `yaml:"shutdown_grace" mapstructure:"shutdown_grace" default:"25s" min:"1s" max:"1h" doc:"How long a graceful stop may take to drain and commit before the lease is released anyway."`
+	StallTimeout            time.Duration `yaml:"stall_timeout" mapstructure:"stall_timeout" default:"5m" min:"30s" max:"24h" zero:"allowed" doc:"The leader's liveness guard: when entries wait undelivered and no push or commit succeeds for this long, the leader reports it (/readyz 503, sf2loki_pipeline_stalled 1, one ERROR), abandons the batches in flight uncommitted and releases the lease so that another replica can try; it contends again after one ttl. 0 disables the guard."`
+	UnreadyAfterSinkFailing time.Duration `yaml:"unready_after_sink_failing" mapstructure:"unready_after_sink_failing" default:"15m" min:"1m" max:"24h" zero:"allowed" doc:"The leader's /readyz answers 503 once every push to Loki has failed for this long (the entries are held and retried, nothing is lost; an orchestrator or an alert should see it). 0 keeps the leader ready however long Loki fails."`
+	LogLevel                string        `yaml:"log_level" mapstructure:"log_level" default:"info" enum:"debug,info,warn,error" doc:"Minimum log level."`
+	LogFormat               string        `yaml:"log_format" mapstructure:"log_format" default:"json" enum:"json,text" doc:"Log format."`
 
 	Telemetry ServiceTelemetry `yaml:"telemetry" mapstructure:"telemetry" doc:"Metrics pushed over OTLP/HTTP (protobuf), e.g. to Grafana Cloud, beside /metrics (docs/operations.md, OTLP metrics push). Off by default."`
 }

@@ -150,6 +150,13 @@ func ref(name string) object { return object{{"$ref", "#/$defs/" + name}} }
 func leafSchema(f Field) object {
 	var s object
 	switch {
+	case len(f.Enum) > 0 && slices.Contains(f.Enum, "true") && slices.Contains(f.Enum, "false"):
+		// The loader reads a YAML boolean given to such a key as its word.
+		enum := make([]any, 0, len(f.Enum)+2)
+		for _, e := range f.Enum {
+			enum = append(enum, e)
+		}
+		s = object{{"type", []string{"string", "boolean"}}, {"enum", append(enum, true, false)}}
 	case len(f.Enum) > 0:
 		s = object{{"type", "string"}, {"enum", f.Enum}}
 	case f.Type == "string":
@@ -196,9 +203,9 @@ func leafSchema(f Field) object {
 	return s
 }
 
-// durationPattern is what time.ParseDuration accepts after the sign: a
-// bare 0, or numbers (a fraction allowed) each with a unit.
-const durationPattern = `(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)`
+// durationPattern is what ParseDuration accepts after the sign: a bare 0,
+// or numbers (a fraction allowed) each with a unit (d and w included).
+const durationPattern = `(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h|d|w))+)`
 
 // formatPatterns approximate the format tags ("" is always allowed: a
 // required key says so itself). The loader parses the value in full.

@@ -67,6 +67,7 @@ func (e *Error) Unwrap() error { return domain.ErrInvalidConfig }
 // decoded, so nothing downstream walks them.
 func Load(path string, opts ...Option) (*Config, []string, error) {
 	var problems []Problem
+	var olderWarnings []string
 	raw := map[string]any{}
 	src := "configuration"
 	if path != "" {
@@ -75,9 +76,13 @@ func Load(path string, opts ...Option) (*Config, []string, error) {
 		if err != nil {
 			return nil, nil, &Error{Source: src, Problems: []Problem{{Path: "(file)", Message: fmt.Sprintf("cannot read: %v", err)}}}
 		}
-		doc, err := parseYAML(data)
+		doc, notes, older, err := parseOlderYAML(data)
 		if err != nil {
 			return nil, nil, &Error{Source: src, Problems: []Problem{{Path: "(file)", Message: fmt.Sprintf("not valid YAML: %v", err)}}}
+		}
+		problems = append(problems, older...)
+		for _, n := range notes {
+			olderWarnings = append(olderWarnings, n.String()+olderHint[n.Kind])
 		}
 		switch d := doc.(type) {
 		case nil:
@@ -90,10 +95,18 @@ func Load(path string, opts ...Option) (*Config, []string, error) {
 	sugg := &suggester{left: maxSuggestions}
 	problems = append(problems, checkTree(raw, "", "", sugg)...)
 	problems = append(problems, interpolate(raw, "")...)
+	for _, f := range levelFields()[""] {
+		if len(f.Enum) > 0 {
+			enumBool(raw, f.Path)
+		}
+	}
 	problems = append(problems, checkItems(raw)...)
-	envProblems, warnings := checkEnv(os.Environ(), sugg)
+	environ, envOlder, envOlderProblems := olderEnv(raw, os.Environ())
+	problems = append(problems, envOlderProblems...)
+	envProblems, warnings := checkEnv(environ, sugg)
+	warnings = append(append(olderWarnings, envOlder...), warnings...)
 	problems = append(problems, envProblems...)
-	envMapEntries(raw, os.Environ())
+	envMapEntries(raw, environ)
 	problems = append(problems, numberMaps(raw)...)
 	cased := shapeKeys(raw)
 	attrs, attrProblems := takeResourceAttributes(raw)
@@ -114,7 +127,7 @@ func Load(path string, opts ...Option) (*Config, []string, error) {
 	problems = append(problems, checkValues(v)...)
 	cfg := &Config{}
 	err := v.Unmarshal(cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
-		mapstructure.StringToTimeDurationHookFunc())))
+		durationHook())))
 	if err != nil {
 		problems = append(problems, decodeProblems(err)...)
 	} else {
@@ -282,6 +295,23 @@ func checkTree(m map[string]any, schemaPrefix, shown string, sugg *suggester) []
 	return problems
 }
 
+// olderHint ends the WARN of each kind of note on the older layout.
+var olderHint = map[string]string{
+	NoteRenamed:   ", read as it; rename it (sf2loki config migrate rewrites the file)",
+	NoteConverted: " (sf2loki config migrate rewrites the file)",
+	NoteDropped:   " (sf2loki config migrate rewrites the file)",
+	NoteDiffers:   "",
+}
+
+// enumBool writes a YAML boolean given to an enumeration key (big_object:
+// false) as the word it is: decoded into a string it would become "0".
+func enumBool(m map[string]any, rel string) {
+	parent, name := parentOf(m, rel)
+	if b, ok := parent[name].(bool); ok {
+		parent[name] = strconv.FormatBool(b)
+	}
+}
+
 // checkItems checks the values of list items (which the environment
 // cannot set), nested sections and nested lists included, and fills in
 // their defaults. A malformed value is a problem and is replaced by its
@@ -306,6 +336,9 @@ func checkListItems(items []any, list, shown string) []Problem {
 		at := fmt.Sprintf("%s[%d]", shown, i)
 		for _, f := range levelFields()[list] {
 			rel := f.rel()
+			if len(f.Enum) > 0 {
+				enumBool(item, rel)
+			}
 			switch {
 			case f.List:
 				sub, _ := lookup(item, rel).([]any)
@@ -424,11 +457,11 @@ func checkDuration(val any) string {
 		return ""
 	case string:
 		s = strings.TrimSpace(d)
-		if _, err := time.ParseDuration(s); err == nil {
+		if _, err := ParseDuration(s); err == nil {
 			return ""
 		}
 		if _, err := strconv.ParseFloat(s, 64); err != nil {
-			return fmt.Sprintf("%q is not a duration; write it like 30s, 1m30s or 500ms", d)
+			return fmt.Sprintf("%q is not a duration; write it like 30s, 1m30s, 500ms or 1d", d)
 		}
 	case int, int64, uint64, float64:
 		s = fmt.Sprint(d)
@@ -436,9 +469,9 @@ func checkDuration(val any) string {
 			return ""
 		}
 	default:
-		return fmt.Sprintf("%v is not a duration; write it like 30s, 1m30s or 500ms", val)
+		return fmt.Sprintf("%v is not a duration; write it like 30s, 1m30s, 500ms or 1d", val)
 	}
-	return fmt.Sprintf("%s has no unit; write %ss (or ms, m, h)", s, s)
+	return fmt.Sprintf("%s has no unit; write %ss (or ms, m, h, d)", s, s)
 }
 
 // toInt converts a decoded YAML or environment value to an int, if it is a

@@ -154,6 +154,8 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	warnings = append(warnings, c.checkServiceTelemetry(add)...)
 	warnings = append(warnings, c.validateShape(add)...)
 	c.checkApexLog(orgs, add)
+	warnings = append(warnings, c.checkELFTypes(orgs, add)...)
+	warnings = append(warnings, c.compressionWarning()...)
 	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
 		switch {
 		case !slices.Contains(StaticLabels, k):

@@ -3,11 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"gopkg.in/yaml.v3"
 )
 
-// parseYAML decodes the first document of data into maps, lists and
+// parseOlderYAML decodes the first document of data into maps, lists and
 // scalars, like yaml.Unmarshal into an any, but in time linear in the
 // document: yaml.v3's decoder compares every key of a mapping with every
 // other to find duplicates, which takes minutes on a mapping of 50,000
@@ -15,15 +16,20 @@ import (
 // (a key like 1 or true becomes "1" or "true"); merge keys (<<) merge as
 // in yaml.v3: keys written in the mapping win, then earlier merged
 // mappings.
-func parseYAML(data []byte) (any, error) {
+//
+// It first rewrites the older implementation's spellings (rewriteOlder),
+// and returns the notes and the problems of the rewrite too.
+func parseOlderYAML(data []byte) (any, []Note, []Problem, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
+	notes, problems := rewriteOlder(&doc, len(data), os.Getenv)
 	// Aliases may expand a document far beyond its size; a configuration
 	// never needs more than a few times its size.
 	c := &yamlConverter{left: 4*len(data) + 100_000}
-	return c.value(&doc)
+	v, err := c.value(&doc)
+	return v, notes, problems, err
 }
 
 var errAliasExpansion = errors.New("aliases expand the document too far")
