@@ -9,7 +9,7 @@ import (
 )
 
 func newConfigCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "Print the configuration example, reference or JSON Schema, or the effective configuration"}
+	cmd := &cobra.Command{Use: "config", Short: "Print the configuration example, reference or JSON Schema, or the effective configuration; migrate an older one"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "example",
 		Short: "Print an annotated YAML configuration with every key and its default",
@@ -26,6 +26,6 @@ func newConfigCommand() *cobra.Command {
 			_, err := fmt.Fprint(cmd.OutOrStdout(), config.Reference())
 			return err
 		},
-	}, newConfigSchemaCommand(), newConfigEffectiveCommand())
+	}, newConfigSchemaCommand(), newConfigEffectiveCommand(), newConfigMigrateCommand())
 	return cmd
 }
