@@ -156,9 +156,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if w := mem.warning(); w != "" {
 		d.log.Warn(w, "container_limit", mem.Container, "lanes_need", mem.Need)
 	}
-	exited := d.watchStop(ctx)
+	// The work stops when watchStop has said why (it cancels rctx with
+	// ctx's cause), or when a shard fails the daemon (d.stop).
+	rctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	exited := d.watchStop(ctx, stop)
 	defer func() { exited(err) }()
-	rctx, stop := context.WithCancelCause(ctx)
 	d.stop = stop
 	defer stop(nil)
 	var wg sync.WaitGroup

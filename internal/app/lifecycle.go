@@ -68,9 +68,11 @@ func exitCode(err error) int {
 }
 
 // watchStop logs, when ctx ends, why and what the stop does (a leader
-// drains, bounded by service.shutdown_grace). The function it returns
-// logs the exit: how long the stop took and the exit code.
-func (d *Daemon) watchStop(ctx context.Context) (exited func(err error)) {
+// drains, bounded by service.shutdown_grace), and only then stops the work
+// with ctx's cause: the line says what the replica was doing when the stop
+// came, not what it became once the work saw the stop. The function it
+// returns logs the exit: how long the stop took and the exit code.
+func (d *Daemon) watchStop(ctx context.Context, stop context.CancelCauseFunc) (exited func(err error)) {
 	var stoppedAt time.Time
 	said := make(chan struct{})
 	done := make(chan struct{})
@@ -92,6 +94,7 @@ func (d *Daemon) watchStop(ctx context.Context) (exited func(err error)) {
 		select {
 		case <-ctx.Done():
 			say()
+			stop(context.Cause(ctx))
 		case <-done:
 		}
 	}()
