@@ -102,7 +102,7 @@ func olderDefaults(root *yaml.Node) []Note {
 		}
 	}
 	if l := mapValue(mapValue(root, "sink"), "loki"); l != nil && unset(l, "batch", "queue_bytes") {
-		differs("sink.loki.batch.queue_bytes", "64 MiB a lane here; the older default was 256 MiB. lanes of 256 MiB need a container of about 1.2 GiB (docs/operations.md, Memory)")
+		differs("sink.loki.batch.queue_bytes", "64 MiB a lane here; the older default was 256 MiB, and lanes of 256 MiB need a container of about 1.4 GiB (docs/operations.md, Memory)")
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,7 +27,8 @@ import (
 // MEM_HOLD (20s): the sources fill both lanes, max_in_flight pushes per
 // lane wait in the air, and nothing is freed. Then the peer accepts
 // everything and the run ends when every entry is pushed. It reports the
-// peak RSS (VmHWM) while held and over the whole run. GOMEMLIMIT set in
+// peak RSS (VmHWM) while held and over the whole run, the largest of the
+// runs (-benchtime 3x runs three). GOMEMLIMIT set in
 // the environment reaches the daemon, so the same command shows a soft
 // limit's effect, and DAEMON_EXTRA_YAML other lane sizes. `make
 // bench-memory` runs it.
@@ -42,7 +45,11 @@ func BenchmarkSaturatedLanes(b *testing.B) {
 	// Each source holds 1.5 lanes' worth, so both lanes fill whatever the
 	// per-entry overhead.
 	n := (96 << 20) / field
-	wide := strings.Repeat("x", field)
+	// Incompressible padding, as real fields are to snappy: the encoded
+	// pushes in the air weigh what the arithmetic says.
+	pad := make([]byte, field*3/4)
+	_, _ = rand.Read(pad)
+	wide := base64.StdEncoding.EncodeToString(pad)[:field]
 
 	var elf strings.Builder
 	elf.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,USER_ID,URI,QUERY\r\n")
@@ -64,11 +71,10 @@ func BenchmarkSaturatedLanes(b *testing.B) {
 		ps.Append(fakepubsub.LoginTopic, ev)
 	}
 
-	peer := &holdingPeer{release: make(chan struct{})}
-	srv := httptest.NewServer(peer)
-	defer srv.Close()
-
+	var heldMax, peakMax float64
 	for b.Loop() {
+		peer := &holdingPeer{release: make(chan struct{})}
+		srv := httptest.NewServer(peer)
 		cfg := fmt.Sprintf(`state: {file: {path: %s/state.json}}
 salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret, org_id: 00D000000000001}
 sources:
@@ -81,6 +87,7 @@ sink: {loki: {url: %s/loki/api/v1/push, labels: {job: membench}}}
 		if v := os.Getenv("GOMEMLIMIT"); v != "" {
 			env = append(env, "GOMEMLIMIT="+v)
 		}
+		sentBefore := ps.Sent()
 		d := start(b, "membench", cfg, env...)
 		time.Sleep(hold)
 		if d.exited() {
@@ -88,8 +95,11 @@ sink: {loki: {url: %s/loki/api/v1/push, labels: {job: membench}}}
 		}
 		heldPeak := float64(procStatusKiB(b, d.cmd.Process.Pid, "VmHWM")) / 1024
 		heldRSS := float64(procStatusKiB(b, d.cmd.Process.Pid, "VmRSS")) / 1024
-		sent, waiting := ps.Sent(), peer.waiting.Load()
+		sent, waiting := ps.Sent()-sentBefore, peer.waiting.Load()
 		close(peer.release)
+		if waiting != 32 {
+			b.Errorf("%d pushes waiting at the peer, want 32 (max_in_flight 16 on each lane): the lanes were not saturated", waiting)
+		}
 		for {
 			m, err := d.metrics(quick)
 			if err == nil && m["sf2loki_loki_entries_pushed_total"] >= float64(2*n) {
@@ -103,11 +113,14 @@ sink: {loki: {url: %s/loki/api/v1/push, labels: {job: membench}}}
 		peak := float64(procStatusKiB(b, d.cmd.Process.Pid, "VmHWM")) / 1024
 		d.signal(b, syscall.SIGTERM)
 		d.waitExit(b, 30*time.Second)
-		b.ReportMetric(heldPeak, "held-peak-RSS-MiB")
-		b.ReportMetric(peak, "peak-RSS-MiB")
+		srv.Close()
+		heldMax, peakMax = max(heldMax, heldPeak), max(peakMax, peak)
 		b.Logf("%d EventLogFile rows and %d Pub/Sub events of %d-byte fields (%.0f MiB each); held %s: RSS %.1f MiB, peak %.1f MiB, %d pushes waiting at the peer, %d events sent by Pub/Sub (%.0f MiB); drained: peak RSS %.1f MiB (GOMEMLIMIT=%q%s)",
 			n, n, field, float64(n*field)/(1<<20), hold, heldRSS, heldPeak, waiting, sent, float64(sent*field)/(1<<20), peak, os.Getenv("GOMEMLIMIT"), withDesc(extra))
 	}
+	// The largest of the runs: a limit must hold the worst one.
+	b.ReportMetric(heldMax, "held-peak-RSS-MiB")
+	b.ReportMetric(peakMax, "peak-RSS-MiB")
 }
 
 // holdingPeer is a Loki push endpoint that reads each push and holds it
