@@ -51,11 +51,15 @@ lint: lint-tools ## go vet + golangci-lint (layering and clock rules included)
 	cd internal/app && $(GO) run -mod=mod github.com/google/wire/cmd/wire diff .
 
 .PHONY: generate
-generate: proto ## Regenerate wire_gen.go, the Pub/Sub API code, the example configuration, the configuration reference and its JSON Schema
+generate: proto dashboards ## Regenerate wire_gen.go, the Pub/Sub API code, the Grafana dashboards, the example configuration, the configuration reference and its JSON Schema
 	cd internal/app && $(GO) run -mod=mod github.com/google/wire/cmd/wire gen .
 	$(GO) run ./cmd/sf2loki config example > configs/sf2loki.example.yaml
 	$(GO) run ./cmd/sf2loki config reference > docs/config-reference.md
 	$(GO) run ./cmd/sf2loki config schema > configs/sf2loki.schema.json
+
+.PHONY: dashboards
+dashboards: ## Regenerate the Grafana dashboards and their README in deploy/grafana (internal/dashboards)
+	$(GO) run ./cmd/dashgen -out deploy/grafana
 
 PUBSUB_PKG := $(PKG)/internal/adapters/salesforce/pubsub/eventbus
 
