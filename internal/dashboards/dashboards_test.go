@@ -131,6 +131,50 @@ func TestPrometheusQueriesUseExportedMetrics(t *testing.T) {
 			t.Errorf("pendingMetrics lists %s, which no panel queries", n)
 		}
 	}
+	// And the table is not stale: every documented name a panel queries is an
+	// instrument the daemon's code registers, whose Prometheus name adds
+	// _total to a counter and _seconds to a histogram or gauge in seconds.
+	instruments := instrumentNames(t)
+	for n := range used {
+		if slices.Contains(pendingMetrics, n) {
+			continue
+		}
+		base, _ := strings.CutSuffix(n, "_total")
+		secs, _ := strings.CutSuffix(n, "_seconds")
+		if !instruments[n] && !instruments[base] && !instruments[secs] {
+			t.Errorf("a panel queries %s, which no instrument in internal/ registers", n)
+		}
+	}
+}
+
+// instrumentNames is every "sf2loki_…" string literal in the daemon's code.
+func instrumentNames(t *testing.T) map[string]bool {
+	t.Helper()
+	lit := regexp.MustCompile(`"(sf2loki_[a-z0-9_]+)"`)
+	names := map[string]bool{}
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "dashboards" || d.Name() == "testenv") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range lit.FindAllStringSubmatch(string(src), -1) {
+			names[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
 // The stream labels sf2loki may set (docs/pipeline.md, the Loki sink).
