@@ -181,7 +181,8 @@ func panel(typ string, ds common.DataSourceRef, p Panel, id uint32) cog.Builder[
 	}
 	switch p.Kind {
 	case Stat:
-		b := stat.NewPanelBuilder().Id(id).Title(p.Title).Description(desc).Datasource(ds).Span(w).Height(6).
+		b := stat.NewPanelBuilder().Id(id).Title(p.Title).Description(desc).Datasource(ds).Span(w).Height(8).
+			ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
 			Targets(targets(typ, ds, p.Queries, false))
 		if p.Unit != "" {
 			b = b.Unit(p.Unit)
@@ -190,7 +191,7 @@ func panel(typ string, ds common.DataSourceRef, p Panel, id uint32) cog.Builder[
 	case Logs:
 		return logs.NewPanelBuilder().Id(id).Title(p.Title).Description(desc).Datasource(ds).Span(w).Height(10).
 			ShowTime(true).WrapLogMessage(true).PrettifyLogMessage(false).EnableLogDetails(true).
-			SortOrder(common.LogsSortOrderDescending).
+			SortOrder(common.LogsSortOrderDescending).DedupStrategy(common.LogsDedupStrategyNone).
 			Targets(targets(typ, ds, p.Queries, true))
 	default:
 		b := timeseries.NewPanelBuilder().Id(id).Title(p.Title).Description(desc).Datasource(ds).Span(w).Height(8).

@@ -27,7 +27,7 @@ const (
 		"the line is the event as sorted-key JSON with `Status` (`Success` on success), `Username`, `SourceIp`."
 	reliesAPI = "EventLogFile API and RestApi rows: labels `source=eventlogfile`, `event_type=API` or `RestApi`; " +
 		"JSON fields `USER_ID` and `CLIENT_NAME` (empty when the caller sends no client name)."
-	reliesExport = "EventLogFile ReportExport rows: labels `source=eventlogfile`, `event_type=ReportExport`; JSON fields `USER_ID`, `REPORT_ID`."
+	reliesExport = "EventLogFile ReportExport rows: labels `source=eventlogfile`, `event_type=ReportExport`; JSON fields `USER_ID` and `REPORT_DESCRIPTION`."
 	reliesSetup  = "SetupAuditTrail polled by `sources.eventlog_objects`: labels `source=eventlog_objects`, `event_type=SetupAuditTrail`; " +
 		"the record as sorted-key JSON with `Section`, `Action`, `Display`, `CreatedById`."
 )
