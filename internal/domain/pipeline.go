@@ -67,7 +67,11 @@ type PipelineConfig struct {
 	// Egress, if set, governs the pushes of both lanes (rates and a daily
 	// byte budget); its day's use is committed under EgressKey.
 	Egress *Egress
-	Logger *slog.Logger
+	// Produced, if set, is told of each entry a source queued (checkpoint-only
+	// entries aside), on the source's goroutine once the lane took it: it
+	// must be cheap and safe for concurrent use.
+	Produced func(source string, e ports.Entry)
+	Logger   *slog.Logger
 }
 
 // CheckpointWriter is what the pipeline commits through: the
@@ -84,6 +88,23 @@ type Pipeline struct {
 	cfg   PipelineConfig
 	retry RetryPolicy
 	log   *slog.Logger
+	// lanes are the current run's (nil outside Run), for Held.
+	lanes atomic.Pointer[[2]*lane]
+}
+
+// Held returns the entries and the bytes (as the lane's byte bound counts
+// them) lane holds now: queued, batched or pushed and not yet released; 0
+// outside Run.
+func (p *Pipeline) Held(l ports.Lane) (entries, bytes int64) {
+	all := p.lanes.Load()
+	if all == nil || int(l) < 0 || int(l) >= len(all) {
+		return 0, 0
+	}
+	ln := all[l]
+	ln.bytes.mu.Lock()
+	bytes = ln.bytes.used
+	ln.bytes.mu.Unlock()
+	return ln.live.pending.Load(), bytes
 }
 
 // NewPipeline validates cfg and returns a pipeline.
@@ -233,6 +254,8 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 		ports.LaneRealtime: newLane("realtime", p.cfg.Realtime, p.clock.Now()),
 		ports.LaneBulk:     newLane("bulk", p.cfg.Bulk, p.clock.Now()),
 	}
+	p.lanes.Store(&[2]*lane{lanes[ports.LaneRealtime], lanes[ports.LaneBulk]})
+	defer p.lanes.Store(nil)
 	srcCtx, stopSources := context.WithCancelCause(ctx)
 	defer stopSources(nil)
 	// A stall or a fatal error abandons the pushes and commits in flight,
@@ -260,6 +283,17 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 		l := lanes[s.Lane()]
 		producers[s.Lane()].Go(func() {
 			emit := func(e ports.Entry) error { return l.push(srcCtx, e) }
+			if produced, name := p.cfg.Produced, s.Name(); produced != nil {
+				emit = func(e ports.Entry) error {
+					if err := l.push(srcCtx, e); err != nil {
+						return err
+					}
+					if !e.CheckpointOnly {
+						produced(name, e)
+					}
+					return nil
+				}
+			}
 			if err := s.Run(srcCtx, resume, emit); err != nil && srcCtx.Err() == nil {
 				fail(fmt.Errorf("source %s: %w", s.Name(), err))
 			}
