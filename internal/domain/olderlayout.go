@@ -62,8 +62,11 @@ func (a OlderAdoption) any() bool { return a.Adopted+a.Replaced+a.Kept > 0 || a.
 //   - a key org=<org>:<key> of older becomes <key> when own lacks it;
 //   - for the first org it also replaces an unprefixed <key> own holds
 //     (the older implementation resumed from the prefixed one);
-//   - keys of other orgs, reserved keys and anything else are left alone:
-//     own is never emptied of a key, and older is only read;
+//   - for the first org, its org=<org>:<key> keys are then removed from own
+//     (its own document: nobody else reads them), so that they cannot be
+//     adopted a second time over newer positions;
+//   - keys of other orgs, reserved keys and anything else are left alone,
+//     and older is only read;
 //   - for the first org of a document in the older multi-org layout (any
 //     org= key), egress:budget, the whole deployment's count for the day,
 //     becomes its share, the count divided by orgs and rounded up (each
@@ -94,6 +97,13 @@ func AdoptOlderLayout(own, older map[string]string, org string, first bool, orgs
 		case !first:
 			a.Kept++
 		}
+		if first {
+			// The first org's prefixed keys are in its own document and
+			// nobody else reads them: gone once adopted, they can never be
+			// adopted again over newer positions (a document whose __org__
+			// was lost, as after a state export and import).
+			delete(own, k)
+		}
 	}
 	if first && multi && orgs > 1 {
 		if v, ok := own[EgressKey]; ok {
@@ -122,7 +132,7 @@ type OlderDocumentError struct {
 
 func (e *OlderDocumentError) Error() string {
 	return fmt.Sprintf("org %s: its positions from the older implementation's layout are read from %s before its first claim, and that failed: %v; "+
-		"repair that document (the first org's), or move it aside, which starts every org from its lookback", e.Org, e.Document, e.Err)
+		"repair that document (the first org's), or move it aside, which starts every org that has not claimed a document of its own yet from its lookback", e.Org, e.Document, e.Err)
 }
 
 // Unwrap returns the cause.
