@@ -116,7 +116,10 @@ func newCheckCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, cleanup, err := Build(context.WithoutCancel(cmd.Context()), cfg, Overrides{Logger: redactLogger(NewLogger(cmd.ErrOrStderr(), "error", "text"), cfg)})
+			// No push: check makes no request (service.telemetry would push the
+			// metrics, with their credentials, when its meter provider stops).
+			_, cleanup, err := Build(context.WithoutCancel(cmd.Context()), cfg, Overrides{Logger: redactLogger(NewLogger(cmd.ErrOrStderr(), "error", "text"), cfg),
+				Telemetry: TelemetryOptions{NoPush: true}})
 			if err != nil {
 				return &ExitError{Code: ExitInvalidConfig, Err: redactErr(cfg, err)}
 			}

@@ -171,6 +171,9 @@ func (s *ShardTelemetry) SetLeader(leading bool, epoch uint64) {
 type TelemetryOptions struct {
 	// SpanExporter, if set, receives spans (tests use an in-memory one).
 	SpanExporter sdktrace.SpanExporter
+	// NoPush leaves the service.telemetry push out: a command that must
+	// make no request (check) builds the telemetry without it.
+	NoPush bool
 }
 
 // NewTelemetry builds the meter and tracer providers. The returned cleanup
@@ -181,9 +184,11 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err != nil {
 		return nil, nil, fmt.Errorf("metrics exporter: %w", err)
 	}
-	push, err := newMetricsPush(cfg, log)
-	if err != nil {
-		return nil, nil, err
+	var push *metricsPush
+	if !opts.NoPush {
+		if push, err = newMetricsPush(cfg, log); err != nil {
+			return nil, nil, err
+		}
 	}
 	mpOpts := []sdkmetric.Option{sdkmetric.WithReader(exp)}
 	if push != nil { // service.telemetry: the same metrics pushed over OTLP/HTTP

@@ -88,9 +88,9 @@ func pushResource(cfg *config.Config) *resource.Resource {
 		"service.name":    cmp.Or(cfg.Telemetry.ServiceName, "sf2loki"),
 		"service.version": CurrentBuild().Version,
 	}
-	if host, err := os.Hostname(); err == nil && host != "" {
-		attrs["service.instance.id"] = host
-	}
+	// The process, not the host: two replicas on one host (the README's
+	// pair, make demo) must not write the same series.
+	attrs["service.instance.id"] = HolderID("")
 	maps.Copy(attrs, cfg.Service.Telemetry.ResourceAttributes)
 	kv := make([]attribute.KeyValue, 0, len(attrs))
 	for k, v := range attrs {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/base64"
@@ -243,9 +244,8 @@ func TestMetricsPushReachesAnOTLPReceiver(t *testing.T) {
 	if got := q.header.Get("X-Team"); got != "secops" {
 		t.Errorf("X-Team %q", got)
 	}
-	host, _ := os.Hostname()
 	attrs := resourceAttrs(q.req)
-	for k, v := range map[string]string{"service.name": "sf2loki", "service.version": CurrentBuild().Version, "service.instance.id": host,
+	for k, v := range map[string]string{"service.name": "sf2loki", "service.version": CurrentBuild().Version, "service.instance.id": HolderID(""),
 		"deployment.environment": "test", "Team": "SecOps"} {
 		if attrs[k] != v {
 			t.Errorf("resource attribute %s = %q, want %q (all: %v)", k, attrs[k], v, attrs)
@@ -537,5 +537,30 @@ func TestADryRunDoesNotPush(t *testing.T) {
 	cleanup()
 	if n := len(rcv.requests()); n != 0 {
 		t.Fatalf("a dry run pushed %d times", n)
+	}
+}
+
+// check makes no request: with service.telemetry on, building and stopping
+// the daemon's graph pushes nothing (it would carry the credentials).
+func TestCheckDoesNotPushMetrics(t *testing.T) {
+	rcv := newOTLPReceiver(t, "/v1/metrics", nil)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sf2loki.yaml")
+	cfg := "state: {file: {path: " + filepath.Join(dir, "state.json") + "}}\n" +
+		"sources: {synthetic: {rate: 1}}\nsink: {loki: {url: http://127.0.0.1:1/loki/api/v1/push, tenant_id: t, auth_token: s3cret-loki}}\n" +
+		"service: {telemetry: {enabled: true, endpoint: " + rcv.URL() + ", export_interval: 1s}}\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := NewRootCommand()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"check", "--config", path})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("check: %v\n%s", err, errb.String())
+	}
+	if n := len(rcv.requests()); n != 0 {
+		t.Fatalf("check pushed %d metrics requests", n)
 	}
 }
