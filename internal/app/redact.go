@@ -61,7 +61,7 @@ func redactSecrets(cfg *config.Config) []string {
 	}
 	// service.telemetry: a password in its endpoint, and its Authorization:
 	// Basic header (the token itself is a secret key, or sink.loki's).
-	_, push := loki.Secrets(loki.Config{URL: cfg.Service.Telemetry.Endpoint})
+	_, push := loki.Secrets(loki.Config{URL: cfg.Service.Telemetry.Endpoint, Headers: cfg.Service.Telemetry.Headers})
 	out = append(out, push...)
 	if a := cfg.TelemetryBasicAuth(); cfg.Service.Telemetry.Auth == "basic" && a.User != "" {
 		if token := strings.TrimSpace(read(a.Token, a.TokenFile)); token != "" {

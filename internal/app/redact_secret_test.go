@@ -34,3 +34,15 @@ func TestRedactSecretsCoversEveryTaggedKey(t *testing.T) {
 		}
 	}
 }
+
+// A token in service.telemetry.headers is masked bare too (an error body
+// may echo it without its "Bearer " prefix).
+func TestPushHeaderTokenIsRedactedBare(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Service.Telemetry.Auth = "none"
+	cfg.Service.Telemetry.Endpoint = "https://otlp.example.com/v1/metrics"
+	cfg.Service.Telemetry.Headers = map[string]string{"Authorization": "Bearer tok-9f8e7d6c5b4a"}
+	if !slices.Contains(redactSecrets(cfg), "tok-9f8e7d6c5b4a") {
+		t.Fatalf("the bare token is not a secret: %v", redactSecrets(cfg))
+	}
+}

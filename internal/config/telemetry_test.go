@@ -162,3 +162,20 @@ func TestServiceTelemetryTokenIsSecret(t *testing.T) {
 		t.Fatalf("the effective configuration:\n%s", doc)
 	}
 }
+
+// Loki's token never goes in clear text to another host: the fallback over
+// plain http is refused unless the endpoint is this machine.
+func TestServiceTelemetryFallbackRefusesPlainHTTPToAnotherHost(t *testing.T) {
+	t.Setenv("SF2LOKI_SERVICE__TELEMETRY__ENABLED", "true")
+	t.Setenv("SF2LOKI_SERVICE__TELEMETRY__ENDPOINT", "http://otel-collector:4318/v1/metrics")
+	y := `sink: {loki: {tenant_id: "123456", auth_token: s3cr3t-loki}}`
+	got := problems(t, y)
+	if !strings.Contains(got, "service.telemetry.endpoint: http://otel-collector:4318/v1/metrics is plain http to another host, and the push would send sink.loki.auth_token (Loki's token) there in clear text") ||
+		strings.Contains(got, "s3cr3t") {
+		t.Errorf("problems:\n%s", got)
+	}
+	t.Setenv("SF2LOKI_SERVICE__TELEMETRY__ENDPOINT", "http://127.0.0.1:4318/v1/metrics")
+	if _, _, err := config.Load(write(t, y)); err != nil {
+		t.Errorf("a loopback collector: %v", err)
+	}
+}
