@@ -595,16 +595,8 @@ func olderEnv(raw map[string]any, environ []string) (rest, warnings []string, pr
 
 // setPath sets the dotted path in m, making the mappings on the way.
 func setPath(m map[string]any, path string, v any) {
-	parts := strings.Split(path, ".")
-	for _, p := range parts[:len(parts)-1] {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[p] = next
-		}
-		m = next
-	}
-	m[parts[len(parts)-1]] = v
+	parent, key := parentOf(m, path)
+	parent[key] = v
 }
 
 // unshare replaces, under n, every alias by a copy of the node it names and
