@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -61,6 +62,7 @@ type Telemetry struct {
 	stalledAt    atomic.Int64 // unix nanoseconds of the last stall; 0 when none
 	shape        shapeMetrics // the transforms' and sampling's counters
 	sf           sfMetrics    // the org limits and the ApexLog counters
+	flow         flowMetrics  // the entries from the sources to Loki and the checkpoints
 }
 
 // egressGauges exports each governed shard's daily budget from the start
@@ -184,6 +186,14 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	if err != nil {
 		return nil, nil, fmt.Errorf("metrics exporter: %w", err)
 	}
+	// The Go runtime's and the process's metrics (go_*, process_*) beside
+	// the exporter's, on the same registry.
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, nil, fmt.Errorf("metrics: %w", err)
+	}
 	var push *metricsPush
 	if !opts.NoPush {
 		if push, err = newMetricsPush(cfg, log); err != nil {
@@ -210,6 +220,7 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 	t := &Telemetry{log: log, registry: reg, tracer: tp.Tracer("sf2loki"), counterTotal: map[string]int64{}}
+	t.flow.start = time.Now()
 	meter := mp.Meter("sf2loki")
 	t.meter = meter
 	if err := t.instruments(meter); err != nil {
@@ -268,6 +279,7 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	errs = append(errs, t.egressGauges(m))
 	errs = append(errs, t.shapeInstruments(m))
 	errs = append(errs, t.salesforceInstruments(m))
+	errs = append(errs, t.flowInstruments(m))
 	counter := func(dst *metric.Int64Counter, name, desc string) {
 		var err error
 		*dst, err = m.Int64Counter(name, metric.WithDescription(desc))
@@ -276,7 +288,7 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	counter(&t.transitions, "sf2loki_lease_transitions", "Lease transitions by kind.")
 	counter(&t.renewFails, "sf2loki_lease_renew_failures", "Renewal rounds that failed without losing the lease.")
 	counter(&t.commits, "sf2loki_checkpoint_commits", "Checkpoint writes by outcome: ok, conflict, fenced, recovered, error.")
-	t.commitTime, err = m.Float64Histogram("sf2loki_checkpoint_commit_duration", metric.WithUnit("s"),
+	t.commitTime, err = m.Float64Histogram("sf2loki_checkpoint_commit_duration", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(secondBuckets...),
 		metric.WithDescription("Time to write a checkpoint, retries included."))
 	errs = append(errs, err)
 	counter(&t.requests, "sf2loki_objectstore_requests", "Requests to the lease and checkpoint stores by backend, operation and outcome.")
@@ -386,14 +398,17 @@ func (t *Telemetry) RegisterSink(stats *loki.Stats) func(time.Duration) {
 			return nil
 		}))
 	_, _ = t.meter.Float64ObservableGauge("sf2loki_loki_last_success_timestamp", metric.WithUnit("s"),
-		metric.WithDescription("Unix time of the last accepted push."),
+		metric.WithDescription("Unix time of the last accepted push; the process's start time until the first."),
 		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
 			if ns := stats.LastSuccess.Load(); ns > 0 {
 				o.Observe(float64(ns) / 1e9)
+			} else {
+				o.Observe(float64(t.flow.start.UnixNano()) / 1e9)
 			}
 			return nil
 		}))
-	h, _ := t.meter.Float64Histogram("sf2loki_loki_push_duration", metric.WithUnit("s"), metric.WithDescription("Time to push one batch, retries included."))
+	h, _ := t.meter.Float64Histogram("sf2loki_loki_push_duration", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(secondBuckets...),
+		metric.WithDescription("Time to push one batch, retries included."))
 	return func(d time.Duration) { h.Record(context.Background(), d.Seconds()) }
 }
 

@@ -34,6 +34,8 @@ type pipelineWorkload struct {
 	limits func(ctx context.Context)
 	// dryRun discards the commits (sink.stdout.enabled).
 	dryRun bool
+	// ages, if set, learns of each successful commit.
+	ages *checkpointAges
 }
 
 // Run implements Workload: resume positions come from the claimed
@@ -53,7 +55,11 @@ func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
 		v, ok := doc[key]
 		return v, ok
 	}
-	return w.pipeline.Run(ctx, lead.Drain, w.commits(lead), resume, w.sources)
+	commits := w.commits(lead)
+	if w.ages != nil {
+		commits = agedCommits{w: commits, ages: w.ages}
+	}
+	return w.pipeline.Run(ctx, lead.Drain, commits, resume, w.sources)
 }
 
 // provideWorkload builds the pipeline when a source is enabled; otherwise
@@ -61,6 +67,9 @@ func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
 // sources' clients (the Pub/Sub connection).
 func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry, sink SharedSink) (Workload, func(), error) {
 	if o.Workload != nil {
+		if t != nil {
+			t.addLanes(cfg.ShardName, nil)
+		}
 		return o.Workload, func() {}, nil
 	}
 	w, err := newWorkload(cfg, clk, log, t, sink)
@@ -68,7 +77,15 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 		return nil, nil, err
 	}
 	cleanup := func() {}
-	if pw, ok := w.(*pipelineWorkload); ok {
+	pw, ok := w.(*pipelineWorkload)
+	if t != nil {
+		if ok {
+			t.addLanes(cfg.ShardName, pw.pipeline.Held)
+		} else {
+			t.addLanes(cfg.ShardName, nil)
+		}
+	}
+	if ok {
 		cleanup = func() {
 			for _, s := range pw.sources {
 				if c, ok := s.(io.Closer); ok {
@@ -124,6 +141,19 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 	if err != nil {
 		return nil, err
 	}
+	var (
+		produced func(string, ports.Entry)
+		ages     *checkpointAges
+	)
+	if t != nil {
+		sink = t.lagSink(cfg.ShardName, sink, clk)
+		produced = t.newIngestCounter(cfg.ShardName, ingestSeed(cfg)).produced
+		names := make([]string, 0, len(sources))
+		for _, s := range sources {
+			names = append(names, s.Name())
+		}
+		ages = t.addCheckpointAges(cfg.ShardName, names, clk)
+	}
 	realtime, bulk := laneConfigs(cfg)
 	egress, err := domain.NewEgress(clk, egressConfig(cfg, base.Stats, log))
 	if err != nil {
@@ -131,12 +161,12 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 	}
 	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, StallTimeout: cfg.EffectiveStallTimeout(),
 		MaxInFlight: cfg.Sink.Loki.MaxInFlight, ReorderWindow: cfg.Sink.Loki.ReorderWindow, CommitInterval: cfg.EffectiveCommitInterval(),
-		Egress: egress, Logger: log})
+		Egress: egress, Produced: produced, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	return &pipelineWorkload{pipeline: p, sources: sources, prepare: prepare, egress: egress, dryRun: cfg.Sink.Stdout.Enabled,
-		limits: orgLimitsPoller(cfg, auth, clk, log, t)}, nil
+		limits: orgLimitsPoller(cfg, auth, clk, log, t), ages: ages}, nil
 }
 
 // egressConfig is the shard's share of sink.loki.egress: all of it, or with

@@ -1,0 +1,310 @@
+package app
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// secondBuckets are the boundaries of the histograms of a request's or a
+// write's duration, in seconds.
+var secondBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// lagBuckets are the boundaries of sf2loki_ingest_lag_seconds.
+var lagBuckets = []float64{1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400}
+
+// flowMetrics follow the entries: produced per source, held per lane,
+// accepted by Loki (the lag) and committed (the checkpoints' age).
+type flowMetrics struct {
+	start    time.Time // when the telemetry was built: the process start
+	ingested metric.Int64Counter
+	lag      metric.Float64Histogram
+
+	mu    sync.Mutex
+	lanes []shardLanes
+	ages  []*checkpointAges
+}
+
+// shardLanes is how a shard's pipeline says what its lanes hold (nil: no
+// pipeline, 0).
+type shardLanes struct {
+	shard string
+	held  func(ports.Lane) (entries, bytes int64)
+}
+
+// flowAttrs are a series' labels with the shard's (none in the single-org
+// form).
+func flowAttrs(shard string, kv ...attribute.KeyValue) attribute.Set {
+	if shard != "" {
+		kv = append(kv, attribute.String("shard", shard))
+	}
+	return attribute.NewSet(kv...)
+}
+
+func (t *Telemetry) flowInstruments(m metric.Meter) error {
+	f := &t.flow
+	var err error
+	if f.ingested, err = m.Int64Counter("sf2loki_entries_ingested",
+		metric.WithDescription("Entries the sources produced (queued for the sink), by source and event type; the configured event types from the start. Labelled shard=<org> when orgs are configured.")); err != nil {
+		return err
+	}
+	if f.lag, err = m.Float64Histogram("sf2loki_ingest_lag", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(lagBuckets...),
+		metric.WithDescription("The time Loki accepted an entry minus the entry's event time, by source. Labelled shard=<org> when orgs are configured.")); err != nil {
+		return err
+	}
+	laneGauge := func(name, unit, desc string, v func(entries, bytes int64) int64) error {
+		_, err := m.Int64ObservableGauge(name, metric.WithDescription(desc), metric.WithUnit(unit),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				f.mu.Lock()
+				all := slices.Clone(f.lanes)
+				f.mu.Unlock()
+				for _, s := range all {
+					for _, l := range []ports.Lane{ports.LaneRealtime, ports.LaneBulk} {
+						var n, b int64
+						if s.held != nil {
+							n, b = s.held(l)
+						}
+						o.Observe(v(n, b), metric.WithAttributeSet(flowAttrs(s.shard, attribute.String("lane", l.String()))))
+					}
+				}
+				return nil
+			}))
+		return err
+	}
+	if err := laneGauge("sf2loki_lane_entries", "", "Entries a lane (realtime, bulk) holds now: queued, batched or pushed and not yet released. Labelled shard=<org> when orgs are configured.",
+		func(n, _ int64) int64 { return n }); err != nil {
+		return err
+	}
+	if err := laneGauge("sf2loki_lane_bytes", "By", "Bytes a lane (realtime, bulk) holds now, as sink.loki.batch.queue_bytes counts them, batches in the air included. Labelled shard=<org> when orgs are configured.",
+		func(_, b int64) int64 { return b }); err != nil {
+		return err
+	}
+	if _, err := m.Float64ObservableGauge("sf2loki_checkpoint_age", metric.WithUnit("s"),
+		metric.WithDescription("Seconds since a checkpoint key of the source (the key's prefix: eventlogfile, pubsub, eventlog_objects, apexlog, synthetic) last moved in a successful commit; until the first, since the process started. Labelled shard=<org> when orgs are configured."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			f.mu.Lock()
+			all := slices.Clone(f.ages)
+			f.mu.Unlock()
+			for _, a := range all {
+				a.observe(o)
+			}
+			return nil
+		})); err != nil {
+		return err
+	}
+	b := CurrentBuild()
+	_, err = m.Int64ObservableGauge("sf2loki_build_info", metric.WithDescription("1, labelled with the binary's version, commit and Go version."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(1, metric.WithAttributes(attribute.String("version", b.Version), attribute.String("commit", b.Commit),
+				attribute.String("goversion", b.GoVersion)))
+			return nil
+		}))
+	return err
+}
+
+// addLanes exports a shard's lanes (held nil: a shard without a pipeline,
+// 0) from the start.
+func (t *Telemetry) addLanes(shard string, held func(ports.Lane) (int64, int64)) {
+	t.flow.mu.Lock()
+	defer t.flow.mu.Unlock()
+	t.flow.lanes = append(t.flow.lanes, shardLanes{shard: shard, held: held})
+}
+
+// ingestCounter counts the entries of one shard's sources, with the
+// attribute set of each source and event type built once.
+type ingestCounter struct {
+	counter metric.Int64Counter
+	shard   string
+	mu      sync.RWMutex
+	opts    map[[2]string][]metric.AddOption
+}
+
+// newIngestCounter returns the shard's counter, its configured sources'
+// event types exported (at 0) from the start.
+func (t *Telemetry) newIngestCounter(shard string, seed map[string][]string) *ingestCounter {
+	c := &ingestCounter{counter: t.flow.ingested, shard: shard, opts: map[[2]string][]metric.AddOption{}}
+	for _, source := range slices.Sorted(maps.Keys(seed)) {
+		for _, et := range seed[source] {
+			c.counter.Add(context.Background(), 0, c.options(source, et)...)
+		}
+	}
+	return c
+}
+
+func (c *ingestCounter) options(source, eventType string) []metric.AddOption {
+	key := [2]string{source, eventType}
+	c.mu.RLock()
+	opts, ok := c.opts[key]
+	c.mu.RUnlock()
+	if ok {
+		return opts
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if opts, ok = c.opts[key]; !ok {
+		opts = []metric.AddOption{metric.WithAttributeSet(flowAttrs(c.shard, attribute.String("source", source), attribute.String("event_type", eventType)))}
+		c.opts[key] = opts
+	}
+	return opts
+}
+
+// produced is the pipeline's Produced hook.
+func (c *ingestCounter) produced(source string, e ports.Entry) {
+	c.counter.Add(context.Background(), 1, c.options(source, e.Labels["event_type"])...)
+}
+
+// ingestSeed are the event types cfg's sources are configured with (globs
+// aside), by source.
+func ingestSeed(cfg *config.Config) map[string][]string {
+	out := map[string][]string{}
+	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
+		out["synthetic"] = syn.EventTypes
+		if len(syn.EventTypes) == 0 {
+			out["synthetic"] = []string{"LoginEvent", "ApiEvent"}
+		}
+	}
+	for _, et := range cfg.Sources.EventLogFile.EventTypes {
+		if !strings.ContainsAny(et, "*?[") {
+			out["eventlogfile"] = append(out["eventlogfile"], et)
+		}
+	}
+	for _, o := range cfg.Sources.EventlogObjects.Objects {
+		out["eventlog_objects"] = append(out["eventlog_objects"], o.Name)
+	}
+	for _, topic := range cfg.Sources.PubSub.Topics {
+		if !strings.ContainsAny(topic, "*?[") {
+			out["pubsub"] = append(out["pubsub"], topic[strings.LastIndexByte(topic, '/')+1:])
+		}
+	}
+	if cfg.Sources.ApexLog.Enabled {
+		out["apexlog"] = []string{salesforce.ApexLogType}
+	}
+	return out
+}
+
+// lagSink records, for each entry the sink accepted, the time since its
+// event time in sf2loki_ingest_lag_seconds.
+type lagSink struct {
+	ports.Sink
+	lag   metric.Float64Histogram
+	clk   ports.Clock
+	shard string
+	mu    sync.RWMutex
+	opts  map[string][]metric.RecordOption
+}
+
+func (t *Telemetry) lagSink(shard string, sink ports.Sink, clk ports.Clock) ports.Sink {
+	return &lagSink{Sink: sink, lag: t.flow.lag, clk: clk, shard: shard, opts: map[string][]metric.RecordOption{}}
+}
+
+func (s *lagSink) options(source string) []metric.RecordOption {
+	s.mu.RLock()
+	opts, ok := s.opts[source]
+	s.mu.RUnlock()
+	if ok {
+		return opts
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if opts, ok = s.opts[source]; !ok {
+		opts = []metric.RecordOption{metric.WithAttributeSet(flowAttrs(s.shard, attribute.String("source", source)))}
+		s.opts[source] = opts
+	}
+	return opts
+}
+
+// Push implements ports.Sink.
+func (s *lagSink) Push(ctx context.Context, batch []ports.Entry) error {
+	if err := s.Sink.Push(ctx, batch); err != nil {
+		return err
+	}
+	now := s.clk.Now()
+	for i := range batch {
+		e := &batch[i]
+		if e.CheckpointOnly {
+			continue
+		}
+		source := e.Labels["source"]
+		if source == "" {
+			source, _, _ = strings.Cut(e.Checkpoint.Key, ":")
+		}
+		s.lag.Record(ctx, now.Sub(e.Time).Seconds(), s.options(source)...)
+	}
+	return nil
+}
+
+// checkpointAges is when each source's checkpoint keys last moved in a
+// successful commit, for one shard.
+type checkpointAges struct {
+	shard  string
+	clk    ports.Clock
+	mu     sync.Mutex
+	moved  map[string]time.Time // by source
+	values map[string]string    // the last committed value per key
+}
+
+// addCheckpointAges exports the age of the checkpoints of a shard's
+// sources, from now until their first commit.
+func (t *Telemetry) addCheckpointAges(shard string, sources []string, clk ports.Clock) *checkpointAges {
+	a := &checkpointAges{shard: shard, clk: clk, moved: map[string]time.Time{}, values: map[string]string{}}
+	now := clk.Now()
+	for _, s := range sources {
+		a.moved[s] = now
+	}
+	t.flow.mu.Lock()
+	defer t.flow.mu.Unlock()
+	t.flow.ages = append(t.flow.ages, a)
+	return a
+}
+
+// committed records the keys of a successful commit that moved.
+func (a *checkpointAges) committed(kv map[string]string) {
+	now := a.clk.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, v := range kv {
+		source, _, _ := strings.Cut(k, ":")
+		if _, ok := a.moved[source]; !ok {
+			continue // not a source's (the egress budget's day)
+		}
+		if old, ok := a.values[k]; ok && old == v {
+			continue
+		}
+		a.values[k] = v
+		a.moved[source] = now
+	}
+}
+
+func (a *checkpointAges) observe(o metric.Float64Observer) {
+	now := a.clk.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range slices.Sorted(maps.Keys(a.moved)) {
+		o.Observe(max(now.Sub(a.moved[s]).Seconds(), 0), metric.WithAttributeSet(flowAttrs(a.shard, attribute.String("source", s))))
+	}
+}
+
+// agedCommits is a CheckpointWriter that tells ages of what it committed.
+type agedCommits struct {
+	w    domain.CheckpointWriter
+	ages *checkpointAges
+}
+
+func (c agedCommits) CommitMany(ctx context.Context, kv map[string]string) error {
+	if err := c.w.CommitMany(ctx, kv); err != nil {
+		return err
+	}
+	c.ages.committed(kv)
+	return nil
+}
