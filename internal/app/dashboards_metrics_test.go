@@ -27,6 +27,7 @@ var dashboardPendingMetrics = []string{
 	"sf2loki_entries_ingested_total",
 	"sf2loki_ingest_lag_seconds_bucket",
 	"sf2loki_checkpoint_age_seconds",
+	"sf2loki_build_info",
 }
 
 var dashboardSeries = regexp.MustCompile(`\bsf2loki_[a-z0-9_]+\b`)

@@ -54,6 +54,7 @@ var pendingMetrics = []string{
 	"sf2loki_entries_ingested_total",
 	"sf2loki_ingest_lag_seconds",
 	"sf2loki_checkpoint_age_seconds",
+	"sf2loki_build_info",
 }
 
 var metricName = regexp.MustCompile(`sf2loki_[a-z0-9_]+`)
