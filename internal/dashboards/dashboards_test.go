@@ -45,17 +45,10 @@ func TestGeneratedArtefactsAreCurrent(t *testing.T) {
 	}
 }
 
-// pendingMetrics are the series the health dashboard charts that are being
-// added to the daemon and are not in docs/operations.md's table yet. Remove
-// a name once the table lists it.
-var pendingMetrics = []string{
-	"sf2loki_lane_entries",
-	"sf2loki_lane_bytes",
-	"sf2loki_entries_ingested_total",
-	"sf2loki_ingest_lag_seconds",
-	"sf2loki_checkpoint_age_seconds",
-	"sf2loki_build_info",
-}
+// pendingMetrics are series a panel charts whose instruments are being
+// added to the daemon, not in docs/operations.md's table yet (none now).
+// Keep it short, and remove a name once the table lists it.
+var pendingMetrics = []string{}
 
 var metricName = regexp.MustCompile(`sf2loki_[a-z0-9_]+`)
 
