@@ -19,6 +19,7 @@ ETCD_VERSION          := v3.7.3
 KUBE_APISERVER_VERSION := v1.37.2
 VICTORIALOGS_VERSION  := v1.52.2
 HELM_VERSION          := v3.22.0
+PROMTOOL_VERSION      := v0.316.0
 # The Pub/Sub API code generators (protoc itself is Debian's protobuf-compiler).
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
@@ -30,8 +31,27 @@ build: ## Build bin/sf2loki
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sf2loki ./cmd/sf2loki
 
 .PHONY: test
-test: test-tools ## All tests with the race detector (what CI runs)
+test: test-tools rules-test ## All tests with the race detector, and the Prometheus rules' tests (what CI runs)
 	$(GO) test -race -count=1 -timeout 30m ./...
+
+PROM_RULES := deploy/prometheus/sf2loki-rules.yaml
+
+.PHONY: rules-test
+rules-test: $(BIN)/.promtool-$(PROMTOOL_VERSION) ## promtool check rules and promtool test rules on deploy/prometheus
+	$(BIN)/promtool check rules $(PROM_RULES)
+	$(BIN)/promtool test rules deploy/prometheus/sf2loki-rules.test.yaml
+
+# The Helm chart cannot read files outside its directory: it holds copies of
+# the rules file and of the Grafana dashboards (a test in test/deploy checks
+# that they are equal).
+CHART_DIR := deploy/helm/sf2loki
+
+.PHONY: chart-files
+chart-files: ## Copy the Prometheus rules and the Grafana dashboards into the Helm chart
+	mkdir -p $(CHART_DIR)/files
+	cp $(PROM_RULES) $(CHART_DIR)/files/sf2loki-rules.yaml
+	rm -rf $(CHART_DIR)/dashboards
+	if compgen -G 'deploy/grafana/*.json' >/dev/null; then mkdir -p $(CHART_DIR)/dashboards && cp deploy/grafana/*.json $(CHART_DIR)/dashboards/; fi
 
 SEEDS ?= 100000
 
@@ -56,6 +76,7 @@ generate: proto dashboards ## Regenerate wire_gen.go, the Pub/Sub API code, the 
 	$(GO) run ./cmd/sf2loki config example > configs/sf2loki.example.yaml
 	$(GO) run ./cmd/sf2loki config reference > docs/config-reference.md
 	$(GO) run ./cmd/sf2loki config schema > configs/sf2loki.schema.json
+	$(MAKE) --no-print-directory chart-files
 
 .PHONY: dashboards
 dashboards: ## Regenerate the Grafana dashboards and their README in deploy/grafana (internal/dashboards)
@@ -145,12 +166,19 @@ $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION):
 
 # Test servers. GCS needs none: the tests run fake-gcs-server in process.
 .PHONY: test-tools
-test-tools: $(BIN)/.versitygw-$(VERSITYGW_VERSION) $(BIN)/.etcd-$(ETCD_VERSION) $(BIN)/.kube-apiserver-$(KUBE_APISERVER_VERSION) $(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION) $(BIN)/.helm-$(HELM_VERSION)
+test-tools: $(BIN)/.versitygw-$(VERSITYGW_VERSION) $(BIN)/.etcd-$(ETCD_VERSION) $(BIN)/.kube-apiserver-$(KUBE_APISERVER_VERSION) $(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION) $(BIN)/.helm-$(HELM_VERSION) \
+	$(BIN)/.promtool-$(PROMTOOL_VERSION)
 
 # helm renders the chart in deploy/helm for the deployment tests.
 $(BIN)/.helm-$(HELM_VERSION):
 	mkdir -p $(BIN)
 	CGO_ENABLED=0 GOBIN=$(BIN) $(GO) install -ldflags='-s -w' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	touch $@
+
+# promtool checks and unit-tests the Prometheus rules in deploy/prometheus.
+$(BIN)/.promtool-$(PROMTOOL_VERSION):
+	mkdir -p $(BIN)
+	CGO_ENABLED=0 GOBIN=$(BIN) $(GO) install -ldflags='-s -w' github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 	touch $@
 
 # VictoriaLogs: a real log database that accepts Loki's push API (the Loki
