@@ -43,7 +43,7 @@ rules-test: $(BIN)/.promtool-$(PROMTOOL_VERSION) ## promtool check rules and pro
 
 # The Helm chart cannot read files outside its directory: it holds copies of
 # the rules file and of the Grafana dashboards (a test in test/deploy checks
-# that they are equal).
+# that they are equal). make dashboards, and so make generate, runs it.
 CHART_DIR := deploy/helm/sf2loki
 
 .PHONY: chart-files
@@ -76,11 +76,11 @@ generate: proto dashboards ## Regenerate wire_gen.go, the Pub/Sub API code, the 
 	$(GO) run ./cmd/sf2loki config example > configs/sf2loki.example.yaml
 	$(GO) run ./cmd/sf2loki config reference > docs/config-reference.md
 	$(GO) run ./cmd/sf2loki config schema > configs/sf2loki.schema.json
-	$(MAKE) --no-print-directory chart-files
 
 .PHONY: dashboards
 dashboards: ## Regenerate the Grafana dashboards and their README in deploy/grafana (internal/dashboards)
 	$(GO) run ./cmd/dashgen -out deploy/grafana
+	$(MAKE) --no-print-directory chart-files
 
 PUBSUB_PKG := $(PKG)/internal/adapters/salesforce/pubsub/eventbus
 
