@@ -1,21 +1,14 @@
 package app
 
 import (
-	"context"
 	"maps"
-	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
-	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/dashboards"
-	"github.com/sf2loki/sf2loki/internal/domain"
-	"github.com/sf2loki/sf2loki/internal/ports/porttest"
 )
 
 // dashboardPendingMetrics are series the Grafana dashboards chart whose
@@ -24,20 +17,6 @@ import (
 var dashboardPendingMetrics = []string{}
 
 var dashboardSeries = regexp.MustCompile(`\bsf2loki_[a-z0-9_]+\b`)
-
-// seriesNames returns the series names of a Prometheus text exposition.
-func seriesNames(text string) map[string]bool {
-	names := map[string]bool{}
-	for line := range strings.SplitSeq(text, "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if i := strings.IndexAny(line, "{ "); i > 0 {
-			names[line[:i]] = true
-		}
-	}
-	return names
-}
 
 // TestDashboardMetricsExist runs a leader that ingests the synthetic source
 // into a Loki that accepts everything, records the events the daemon counts
@@ -66,41 +45,7 @@ func TestDashboardMetricsExist(t *testing.T) {
 		t.Fatalf("the dashboards query only %d sf2loki_ series: %v", len(used), used)
 	}
 
-	loki := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-	defer loki.Close()
-	cfg := testConfig(config.CoordinateS3Lease)
-	cfg.Sources.Synthetic.Rate = 200
-	cfg.Sink.Loki.URL = loki.URL + "/loki/api/v1/push"
-	cfg.Sink.Loki.Batch.MaxWait = 20 * time.Millisecond
-	cfg.Sink.Loki.Egress.DailyByteBudget = 1 << 40
-	d, cleanup, err := Build(t.Context(), cfg, Overrides{LeaseStore: porttest.NewMemoryCAS("lease"), StateStore: porttest.NewMemoryCAS("state"), Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-
-	h := d.Handler()
-	scrape := func() map[string]bool { _, body := get(t, h, "/metrics"); return seriesNames(body) }
-	eventually(t, "a leader with accepted pushes and a checkpoint commit", func() bool {
-		m := scrape()
-		return m["sf2loki_loki_push_duration_seconds_bucket"] && m["sf2loki_checkpoint_commits_total"] && d.Telemetry().ShardsLed() == 1
-	})
-	tel := d.Telemetry()
-	tel.SalesforceThrottled("query")
-	tel.SalesforceAuthFailed("refused")
-	tel.PubSubReconnect("/event/LoginEventStream", "unavailable")
-	tel.Observe(domain.Event{Kind: domain.EventRenewFailed, At: time.Now()})
-	tel.sinkStats.Load().Drop("bad_request", 1)
-	tel.SetSalesforceLimits("", map[string]salesforce.Limit{"DailyApiRequests": {Max: 100000, Remaining: 99000}})
+	scrape := busyLeaderSeries(t)
 
 	// The pending series may take a moment once they exist.
 	var have map[string]bool

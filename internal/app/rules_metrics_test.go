@@ -82,39 +82,37 @@ func exposed(text string) map[string]bool {
 	return names
 }
 
-// TestRuleMetricsExist runs a leader that ingests the synthetic source into
-// a Loki that accepts everything, records the events the daemon counts only
-// when they happen (a throttled call, a failed token mint, a reconnect, a
-// dropped entry, the org's limits), scrapes /metrics, and fails naming every
-// metric of the rules file it does not export.
-func TestRuleMetricsExist(t *testing.T) {
-	used := ruleMetrics(t)
-
+// busyLeaderSeries runs a leader that ingests the synthetic source into a
+// Loki that accepts everything until its pushes, their lag and a checkpoint
+// commit are counted, records the events the daemon counts only when they
+// happen (a throttled call, a failed token mint, a reconnect, a renewal
+// failure, a dropped entry, the org's limits), and returns a scrape of its
+// /metrics as series names. The leader stops when the test ends.
+func busyLeaderSeries(t *testing.T) (scrape func() map[string]bool) {
+	t.Helper()
 	loki := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-	defer loki.Close()
+	t.Cleanup(loki.Close)
 	cfg := testConfig(config.CoordinateS3Lease)
 	cfg.Sources.Synthetic.Rate = 200
 	cfg.Sink.Loki.URL = loki.URL + "/loki/api/v1/push"
 	cfg.Sink.Loki.Batch.MaxWait = 20 * time.Millisecond
 	cfg.Sink.Loki.Egress.DailyByteBudget = 1 << 40
-	state := porttest.NewMemoryCAS("state")
-	d, cleanup, err := Build(t.Context(), cfg, Overrides{LeaseStore: porttest.NewMemoryCAS("lease"), StateStore: state, Logger: quiet()})
+	d, cleanup, err := Build(t.Context(), cfg, Overrides{LeaseStore: porttest.NewMemoryCAS("lease"), StateStore: porttest.NewMemoryCAS("state"), Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-	}()
-
+		cleanup()
+	})
 	h := d.Handler()
-	scrape := func() map[string]bool { _, body := get(t, h, "/metrics"); return exposed(body) }
+	scrape = func() map[string]bool { _, body := get(t, h, "/metrics"); return exposed(body) }
 	eventually(t, "a leader with accepted pushes, their lag and a checkpoint commit", func() bool {
 		m := scrape()
 		return m["sf2loki_loki_push_duration_seconds_bucket"] && m["sf2loki_ingest_lag_seconds_bucket"] && m["sf2loki_checkpoint_commits_total"] &&
@@ -127,8 +125,18 @@ func TestRuleMetricsExist(t *testing.T) {
 	tel.Observe(domain.Event{Kind: domain.EventRenewFailed, At: time.Now()})
 	tel.sinkStats.Load().Drop("bad_request", 1)
 	tel.SetSalesforceLimits("", map[string]salesforce.Limit{"DailyApiRequests": {Max: 100000, Remaining: 99000}})
+	return scrape
+}
 
-	have := scrape()
+// TestRuleMetricsExist runs a leader that ingests the synthetic source into
+// a Loki that accepts everything, records the events the daemon counts only
+// when they happen (a throttled call, a failed token mint, a reconnect, a
+// dropped entry, the org's limits), scrapes /metrics, and fails naming every
+// metric of the rules file it does not export.
+func TestRuleMetricsExist(t *testing.T) {
+	used := ruleMetrics(t)
+
+	have := busyLeaderSeries(t)()
 
 	var missing []string
 	for _, name := range slices.Sorted(maps.Keys(used)) {
