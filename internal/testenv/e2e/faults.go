@@ -67,7 +67,7 @@ func RunFaults(t *testing.T, h Harness, cases []FaultCase) {
 			if landed := string(obj.Data) == string(payload); landed != tc.Landed {
 				t.Fatalf("write landed = %v, want %v", landed, tc.Landed)
 			}
-			if n := p.Count(func(r faultproxy.Request) bool { return r.Fault == tc.Name }); n != 1 {
+			if n := p.Fired(tc.Name); n != 1 {
 				t.Fatalf("the fault fired %d times", n)
 			}
 		})

@@ -204,6 +204,22 @@ func (p *Proxy) Count(pred func(Request) bool) int {
 	return n
 }
 
+// Fired returns how often the rule named name has fired. A rule counts when
+// the proxy picks it, before the client sees anything, so unlike the request
+// log (which records a delayed request only when the client hangs up) it is
+// exact the moment the client's call returns.
+func (p *Proxy) Fired(name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, rule := range p.rules {
+		if rule.Name == name {
+			n += rule.fired
+		}
+	}
+	return n
+}
+
 func (p *Proxy) pick(r *http.Request) *Rule {
 	p.mu.Lock()
 	defer p.mu.Unlock()
