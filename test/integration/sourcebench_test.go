@@ -24,7 +24,10 @@ import (
 // resident set (VmHWM) over the run. The 50MB file is 450,000 rows; the
 // 150MB one shows the peak does not grow with the file. The peer is
 // VictoriaLogs; NULL_PEER=1 pushes to a peer that discards the bodies,
-// which measures the daemon alone. `make bench-elf` runs it. LATENCY=1
+// which measures the daemon alone. It also reports the daemon's CPU
+// microseconds per row and the sink ceiling (ceilingbench_test.go): the
+// same push bodies replayed to the same peer by a minimal pusher, and
+// ours/ceiling. `make bench-elf` runs it. LATENCY=1
 // (see latencybench_test.go; `make bench-latency`) keeps the checkpoints
 // in an object store and delays store requests and pushes, as a network
 // does; ELF_ROWS=N runs one file of N rows.
@@ -43,7 +46,7 @@ func BenchmarkEventLogFileDaemon(b *testing.B) {
 	for _, rows := range sizes {
 		body := fakesf.APIEventLogFile(rows)
 		b.Run(fmt.Sprintf("%.0fMiB", float64(len(body))/(1<<20)), func(b *testing.B) {
-			var secs, peak float64
+			var secs, peak, cpu float64
 			var tot netTotals
 			var extra string
 			runs := 0
@@ -51,38 +54,59 @@ func BenchmarkEventLogFileDaemon(b *testing.B) {
 				runs++
 				r := ingestELF(b, net, body, rows, push, fmt.Sprintf("elfbench%d-%d", rows, runs))
 				secs += r.secs
+				cpu += r.cpuSecs
 				peak = max(peak, r.peakMiB)
 				tot.add(r.counts, rows, r.secs)
 				extra = r.extra
 			}
-			b.ReportMetric(float64(rows*runs)/secs, "rows/s")
+			b.StopTimer()
+			ours := float64(rows*runs) / secs
+			org := elfOrg(b, body)
+			ceil := measureCeiling(b, net, fmt.Sprintf("elfceiling%d", rows), push, rows, func(state, push string) string {
+				return elfBenchConfig(state, org, push, fmt.Sprintf("elfceiling%d", rows))
+			})
+			b.ReportMetric(ours, "rows/s")
 			b.ReportMetric(peak, "peak-RSS-MiB")
 			b.ReportMetric(float64(len(body))/(1<<20), "file-MiB")
-			b.Logf("%d rows (%.1f MiB) into %s: %.0f rows/s, peak RSS %.1f MiB%s", rows, float64(len(body))/(1<<20), peer, float64(rows*runs)/secs, peak, benchSummary(b, net, &tot, extra))
+			b.Logf("%d rows (%.1f MiB) into %s: %.0f rows/s, peak RSS %.1f MiB%s%s", rows, float64(len(body))/(1<<20), peer, ours, peak,
+				reportCeiling(b, ours, ceil, cpu, rows*runs), benchSummary(b, net, &tot, extra))
 		})
 	}
 }
 
 // ingestELF runs one daemon until the peer has accepted rows entries.
 func ingestELF(b *testing.B, net *benchNet, body string, rows int, push, job string) benchResult {
+	org := elfOrg(b, body)
+	return benchRun(b, net, job, push, rows, func(state, push string) string {
+		return elfBenchConfig(state, org, push, job)
+	})
+}
+
+// elfOrg serves body as one API EventLogFile of an in-process org until
+// the benchmark ends and returns its URL.
+func elfOrg(b *testing.B, body string) string {
 	org := &fakesf.ELFOrg{}
 	org.Add("0AT1", "API", time.Now().Add(-time.Hour), body)
 	srv := httptest.NewServer(org)
-	defer srv.Close()
-	return benchRun(b, net, job, push, rows, func(state, push string) string {
-		return state + fmt.Sprintf(`salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret}
+	b.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// elfBenchConfig is the EventLogFile benchmark's daemon configuration.
+func elfBenchConfig(state, org, push, job string) string {
+	return state + fmt.Sprintf(`salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret}
 sources: {eventlogfile: {event_types: [API], poll_interval: 1h, settle_window: 0s}}
 sink: {loki: {url: %s, labels: {job: %s}}}
-`, srv.URL, push, job)
-	})
+`, org, push, job)
 }
 
 // BenchmarkPubSubDaemon runs the built daemon on one Pub/Sub topic of the
 // in-process Pub/Sub API holding 200,000 Avro-encoded LoginEventStream
 // events (replay_preset EARLIEST, num_requested 100) and reports the
 // events/s from the daemon's start to the Loki peer accepting the last
-// one, and the daemon's peak resident set. NULL_PEER=1 pushes to a
-// discarding peer. `make bench-pubsub` runs it; LATENCY=1 as for
+// one, the daemon's peak resident set, its CPU microseconds per event and
+// the sink ceiling as for BenchmarkEventLogFileDaemon. NULL_PEER=1 pushes
+// to a discarding peer. `make bench-pubsub` runs it; LATENCY=1 as for
 // BenchmarkEventLogFileDaemon; PUBSUB_EVENTS=N sets the number of events.
 func BenchmarkPubSubDaemon(b *testing.B) {
 	n := benchEnvInt(b, "PUBSUB_EVENTS", 200_000)
@@ -97,36 +121,45 @@ func BenchmarkPubSubDaemon(b *testing.B) {
 	}
 	web := httptest.NewServer(&fakesf.Org{})
 	defer web.Close()
-	var secs, peak float64
+	var secs, peak, cpu float64
 	var tot netTotals
 	var extra string
 	runs := 0
-	for b.Loop() {
-		runs++
-		job := fmt.Sprintf("psbench%d", runs)
-		r := benchRun(b, net, job, push, n, func(state, push string) string {
+	config := func(job string) func(state, push string) string {
+		return func(state, push string) string {
 			return state + fmt.Sprintf(`salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret, org_id: 00D000000000001}
 sources: {pubsub: {topics: [%s], replay_preset: EARLIEST, endpoint: %q, plaintext: true}}
 sink: {loki: {url: %s, labels: {job: %s}}}
 `, web.URL, fakepubsub.LoginTopic, ps.Addr, push, job)
-		})
+		}
+	}
+	for b.Loop() {
+		runs++
+		job := fmt.Sprintf("psbench%d", runs)
+		r := benchRun(b, net, job, push, n, config(job))
 		secs += r.secs
+		cpu += r.cpuSecs
 		peak = max(peak, r.peakMiB)
 		tot.add(r.counts, n, r.secs)
 		extra = r.extra
 	}
-	b.ReportMetric(float64(n*runs)/secs, "events/s")
+	b.StopTimer()
+	ours := float64(n*runs) / secs
+	ceil := measureCeiling(b, net, "psceiling", push, n, config("psceiling"))
+	b.ReportMetric(ours, "events/s")
 	b.ReportMetric(peak, "peak-RSS-MiB")
-	b.Logf("%d events into %s: %.0f events/s, peak RSS %.1f MiB%s", n, peer, float64(n*runs)/secs, peak, benchSummary(b, net, &tot, extra))
+	b.Logf("%d events into %s: %.0f events/s, peak RSS %.1f MiB%s%s", n, peer, ours, peak,
+		reportCeiling(b, ours, ceil, cpu, n*runs), benchSummary(b, net, &tot, extra))
 }
 
 // benchResult is one daemon run: the seconds from exec to the peer
-// accepting the last entry, the peak RSS, what the proxies counted by
-// then (latency mode), and the extra configuration merged in.
+// accepting the last entry, the peak RSS, the daemon's CPU seconds by
+// then, what the proxies counted by then (latency mode), and the extra
+// configuration merged in.
 type benchResult struct {
-	secs, peakMiB float64
-	counts        netCounts
-	extra         string
+	secs, peakMiB, cpuSecs float64
+	counts                 netCounts
+	extra                  string
 }
 
 // benchRun runs one daemon until the peer has accepted n entries. cfg
@@ -147,11 +180,12 @@ func benchRun(b *testing.B, net *benchNet, job, push string, n int, cfg func(sta
 	}
 	var full string
 	full, r.extra = withExtraConfig(b, cfg(state, push))
-	r.secs, r.peakMiB = untilPushed(b, job, full, n, limit, env, func() {
+	p := untilPushed(b, job, full, n, limit, env, func() {
 		if run != nil {
 			r.counts = run.settledCounts()
 		}
 	})
+	r.secs, r.peakMiB, r.cpuSecs = p.secs, p.peakMiB, p.cpuSecs
 	return r
 }
 
@@ -182,10 +216,17 @@ func benchPeer(b *testing.B, logs *testenv.LogsServer) (url, name string) {
 	return null.URL + "/loki/api/v1/push", "a discarding peer"
 }
 
+// pushedRun is what untilPushed measured: the seconds from exec to the
+// peer accepting the last entry, the peak RSS in MiB, and the user+system
+// CPU seconds the daemon had used by then.
+type pushedRun struct {
+	secs, peakMiB, cpuSecs float64
+}
+
 // untilPushed runs one daemon on cfg (with env) until the peer has accepted
 // n entries, within limit, calls atEnd at once, and returns the seconds that
-// took and the daemon's peak RSS in MiB.
-func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env []string, atEnd func()) (secs, peakMiB float64) {
+// took, the daemon's CPU time by then and its peak RSS.
+func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env []string, atEnd func()) pushedRun {
 	d := start(b, name, cfg, env...)
 	for {
 		m, err := d.metrics(quick)
@@ -197,12 +238,12 @@ func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	secs = time.Since(d.started).Seconds()
+	r := pushedRun{secs: time.Since(d.started).Seconds(), cpuSecs: procCPUSecs(b, d.cmd.Process.Pid)}
 	atEnd()
-	peakMiB = float64(procStatusKiB(b, d.cmd.Process.Pid, "VmHWM")) / 1024
+	r.peakMiB = float64(procStatusKiB(b, d.cmd.Process.Pid, "VmHWM")) / 1024
 	d.signal(b, syscall.SIGTERM)
 	d.waitExit(b, 30*time.Second)
-	return secs, peakMiB
+	return r
 }
 
 // procStatusKiB reads one KiB field (VmRSS, VmHWM) of /proc/<pid>/status.
