@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/snappy"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -23,22 +24,40 @@ type stream struct {
 }
 
 // group splits a batch into streams by identical label sets, in first-seen
-// order.
+// order. An entry whose labels equal those of a stream seen among the last
+// few is added to it without rendering its labels again: the entries of a
+// batch mostly share one or two label sets.
 func group(batch []ports.Entry) []*stream {
 	var out []*stream
-	index := map[string]*stream{}
+	var index map[string]*stream
 	for _, e := range batch {
-		key := renderLabels(e.Labels)
-		s, ok := index[key]
-		if !ok {
-			s = &stream{labels: key, labelKV: e.Labels}
-			index[key] = s
-			out = append(out, s)
+		var s *stream
+		for i := len(out) - 1; i >= max(0, len(out)-recentStreams); i-- {
+			if maps.Equal(out[i].labelKV, e.Labels) {
+				s = out[i]
+				break
+			}
+		}
+		if s == nil {
+			key := renderLabels(e.Labels)
+			if index == nil {
+				index = map[string]*stream{}
+			}
+			s = index[key]
+			if s == nil {
+				s = &stream{labels: key, labelKV: e.Labels}
+				index[key] = s
+				out = append(out, s)
+			}
 		}
 		s.entries = append(s.entries, e)
 	}
 	return out
 }
+
+// recentStreams is how many of the latest streams group compares an
+// entry's labels with before it renders them.
+const recentStreams = 4
 
 // renderLabels renders {k="v",...} sorted by name, with \, " and newline
 // escaped.
@@ -69,44 +88,111 @@ var escaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 //	LabelPair     { string name = 1; string value = 2; }
 //	Timestamp     { int64 seconds = 1; int32 nanos = 2; }
 //
-// compressed as one snappy block.
+// compressed as one snappy block. The message is written into one buffer
+// sized beforehand (each nested message's length is computed before it is
+// written), so encoding allocates per batch, not per entry.
 func encodeProtobuf(streams []*stream) []byte {
-	var req []byte
-	for _, s := range streams {
-		var sb []byte
-		sb = protowire.AppendTag(sb, 1, protowire.BytesType)
-		sb = protowire.AppendString(sb, s.labels)
-		for _, e := range s.entries {
-			var eb []byte
-			var ts []byte
-			if sec := e.Time.Unix(); sec != 0 {
-				ts = protowire.AppendTag(ts, 1, protowire.VarintType)
-				ts = protowire.AppendVarint(ts, uint64(sec))
-			}
-			if ns := e.Time.Nanosecond(); ns != 0 {
-				ts = protowire.AppendTag(ts, 2, protowire.VarintType)
-				ts = protowire.AppendVarint(ts, uint64(ns))
-			}
-			eb = protowire.AppendTag(eb, 1, protowire.BytesType)
-			eb = protowire.AppendBytes(eb, ts)
-			eb = protowire.AppendTag(eb, 2, protowire.BytesType)
-			eb = protowire.AppendString(eb, e.Line)
-			for _, k := range slices.Sorted(maps.Keys(e.Metadata)) {
-				var lp []byte
-				lp = protowire.AppendTag(lp, 1, protowire.BytesType)
-				lp = protowire.AppendString(lp, k)
-				lp = protowire.AppendTag(lp, 2, protowire.BytesType)
-				lp = protowire.AppendString(lp, e.Metadata[k])
-				eb = protowire.AppendTag(eb, 3, protowire.BytesType)
-				eb = protowire.AppendBytes(eb, lp)
-			}
-			sb = protowire.AppendTag(sb, 2, protowire.BytesType)
-			sb = protowire.AppendBytes(sb, eb)
-		}
-		req = protowire.AppendTag(req, 1, protowire.BytesType)
-		req = protowire.AppendBytes(req, sb)
+	var keys []string // an entry's metadata keys, sorted
+	sizes := make([]int, len(streams))
+	size := 0
+	for i, s := range streams {
+		sizes[i] = streamSize(s, &keys)
+		size += sizeField(sizes[i])
 	}
-	return snappy.Encode(nil, req)
+	buf := reqBuffers.Get().(*[]byte)
+	req := slices.Grow((*buf)[:0], size)
+	for i, s := range streams {
+		req = protowire.AppendTag(req, 1, protowire.BytesType)
+		req = protowire.AppendVarint(req, uint64(sizes[i]))
+		req = protowire.AppendTag(req, 1, protowire.BytesType)
+		req = protowire.AppendString(req, s.labels)
+		for _, e := range s.entries {
+			sec, ns := e.Time.Unix(), e.Time.Nanosecond()
+			keys = sortedKeys(e.Metadata, keys)
+			req = protowire.AppendTag(req, 2, protowire.BytesType)
+			req = protowire.AppendVarint(req, uint64(entrySize(e, sec, ns, keys)))
+			req = protowire.AppendTag(req, 1, protowire.BytesType)
+			req = protowire.AppendVarint(req, uint64(timestampSize(sec, ns)))
+			if sec != 0 {
+				req = protowire.AppendTag(req, 1, protowire.VarintType)
+				req = protowire.AppendVarint(req, uint64(sec))
+			}
+			if ns != 0 {
+				req = protowire.AppendTag(req, 2, protowire.VarintType)
+				req = protowire.AppendVarint(req, uint64(ns))
+			}
+			req = protowire.AppendTag(req, 2, protowire.BytesType)
+			req = protowire.AppendString(req, e.Line)
+			for _, k := range keys {
+				v := e.Metadata[k]
+				req = protowire.AppendTag(req, 3, protowire.BytesType)
+				req = protowire.AppendVarint(req, uint64(sizeField(len(k))+sizeField(len(v))))
+				req = protowire.AppendTag(req, 1, protowire.BytesType)
+				req = protowire.AppendString(req, k)
+				req = protowire.AppendTag(req, 2, protowire.BytesType)
+				req = protowire.AppendString(req, v)
+			}
+		}
+	}
+	out := snappy.Encode(nil, req)
+	if cap(req) <= maxPooledRequest {
+		*buf = req
+		reqBuffers.Put(buf)
+	}
+	return out
+}
+
+// reqBuffers holds the uncompressed requests' buffers between pushes (up
+// to maxPooledRequest bytes each).
+var reqBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledRequest = 8 << 20
+
+// sizeField is the size of a length-delimited field (tag numbers below 16)
+// holding n bytes.
+func sizeField(n int) int { return 1 + protowire.SizeBytes(n) }
+
+// streamSize is the size of s's Stream message.
+func streamSize(s *stream, keys *[]string) int {
+	n := sizeField(len(s.labels))
+	for _, e := range s.entries {
+		*keys = sortedKeys(e.Metadata, *keys)
+		n += sizeField(entrySize(e, e.Time.Unix(), e.Time.Nanosecond(), *keys))
+	}
+	return n
+}
+
+// entrySize is the size of e's Entry message, keys its metadata's keys.
+func entrySize(e ports.Entry, sec int64, ns int, keys []string) int {
+	n := sizeField(timestampSize(sec, ns)) + sizeField(len(e.Line))
+	for _, k := range keys {
+		n += sizeField(sizeField(len(k)) + sizeField(len(e.Metadata[k])))
+	}
+	return n
+}
+
+// timestampSize is the size of a Timestamp message (zero fields omitted).
+func timestampSize(sec int64, ns int) int {
+	n := 0
+	if sec != 0 {
+		n += 1 + protowire.SizeVarint(uint64(sec))
+	}
+	if ns != 0 {
+		n += 1 + protowire.SizeVarint(uint64(ns))
+	}
+	return n
+}
+
+// sortedKeys returns m's keys sorted, in buf's storage.
+func sortedKeys(m map[string]string, buf []string) []string {
+	buf = buf[:0]
+	for k := range m {
+		buf = append(buf, k)
+	}
+	if len(buf) > 1 {
+		slices.Sort(buf)
+	}
+	return buf
 }
 
 // encodeJSON renders the JSON push body, gzipped when gz.

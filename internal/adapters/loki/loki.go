@@ -347,8 +347,9 @@ func (s *Sink) pushLabelled(ctx context.Context, batch []ports.Entry, labels map
 		defer func(start time.Time) { s.cfg.OnPush(time.Since(start)) }(time.Now())
 	}
 	prepared := make([]ports.Entry, len(batch))
+	merge := labelMerger{static: labels}
 	for i, e := range batch {
-		prepared[i] = s.prepare(e, labels)
+		prepared[i] = s.prepare(e, &merge)
 	}
 	if s.cfg.Print != nil {
 		return s.print(prepared)
@@ -407,16 +408,9 @@ type rejection struct {
 }
 
 // prepare merges the static labels and caps the line.
-func (s *Sink) prepare(e ports.Entry, static map[string]string) ports.Entry {
-	if len(static) > 0 {
-		labels := make(map[string]string, len(e.Labels)+len(static))
-		for k, v := range e.Labels {
-			labels[k] = v
-		}
-		for k, v := range static {
-			labels[k] = v
-		}
-		e.Labels = labels
+func (s *Sink) prepare(e ports.Entry, merge *labelMerger) ports.Entry {
+	if len(merge.static) > 0 {
+		e.Labels = merge.merged(e.Labels)
 	}
 	if len(s.cfg.StructuredMetadataFields) > 0 {
 		e.Metadata = promote(e.Line, e.Metadata, s.cfg.StructuredMetadataFields)
@@ -426,6 +420,39 @@ func (s *Sink) prepare(e ports.Entry, static map[string]string) ports.Entry {
 		s.Stats.LinesTruncated.Add(1)
 	}
 	return e
+}
+
+// labelMerger merges the static labels over the entries' labels of one
+// push. Entries with equal labels share one merged map, which nothing
+// writes to once made (the push only reads the prepared entries): the
+// entries of a batch mostly carry one or two label sets, each in a map of
+// its own.
+type labelMerger struct {
+	static map[string]string
+	// seen are the label sets met so far (at most mergedSets) and their
+	// merged maps.
+	seen []mergedLabels
+}
+
+type mergedLabels struct{ from, merged map[string]string }
+
+// mergedSets bounds the label sets a labelMerger compares an entry's with.
+const mergedSets = 8
+
+// merged returns labels with the static labels merged over them.
+func (m *labelMerger) merged(labels map[string]string) map[string]string {
+	for _, s := range m.seen {
+		if maps.Equal(s.from, labels) {
+			return s.merged
+		}
+	}
+	out := make(map[string]string, len(labels)+len(m.static))
+	maps.Copy(out, labels)
+	maps.Copy(out, m.static)
+	if len(m.seen) < mergedSets {
+		m.seen = append(m.seen, mergedLabels{from: labels, merged: out})
+	}
+	return out
 }
 
 // promote copies the named top-level fields of a JSON object line into
