@@ -43,6 +43,9 @@ type eventSchema struct {
 	// ("doc": "<Name>:DateTime") or declared timestamp-millis, in schema
 	// order.
 	datetimes []string
+	// fast writes the line straight from the payload; nil when the schema
+	// has what only the generic path decodes.
+	fast *fastDecoder
 }
 
 type schemaFetch struct {
@@ -109,8 +112,13 @@ func parseSchema(text []byte) (*eventSchema, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.avro, err = avro.ParseBytesWithCache(plainText, "", &avro.SchemaCache{})
-	return out, err
+	if out.avro, err = avro.ParseBytesWithCache(plainText, "", &avro.SchemaCache{}); err != nil {
+		return nil, err
+	}
+	if out.fast, err = compileFast(out.avro, out.datetimes); err != nil && !errors.Is(err, errUnsupported) {
+		return nil, err
+	}
+	return out, nil
 }
 
 // withoutNumberLogicalTypes drops the logicalType of every int and long
@@ -168,17 +176,39 @@ func isTimestampMillis(t any) bool {
 // decode turns an event's Avro payload into a plain record: unions appear
 // as their value, never as {"type": value}; ints and longs as the numbers
 // sent. It returns the schema's datetime fields with it.
-func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent) (map[string]any, []string, error) {
+//
+// With fast set and a schema the fast path compiled, the line is written
+// straight from the payload and rec holds only the fields the event's time
+// and level are read from (eventTime, salesforce.RecordLevel); otherwise
+// line is "" and rec is the whole record.
+func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent, fast bool) (rec map[string]any, line string, datetimes []string, err error) {
 	schema, err := c.get(ctx, ev.GetSchemaId())
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
+	if fast && schema.fast != nil {
+		line, rec, err = schema.fast.decode(ev.GetPayload())
+		switch {
+		case err == nil:
+			return rec, line, schema.datetimes, nil
+		case !errors.Is(err, errFallback): // a NaN or an infinity falls back
+			return nil, "", nil, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
+		}
+	}
+	if rec, err = schema.decodeGeneric(ev.GetPayload()); err != nil {
+		return nil, "", nil, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
+	}
+	return rec, "", schema.datetimes, nil
+}
+
+// decodeGeneric decodes a payload into a map and unwraps its unions.
+func (s *eventSchema) decodeGeneric(payload []byte) (map[string]any, error) {
 	var rec map[string]any
-	if err := decodePayload(schema.avro, ev.GetPayload(), &rec); err != nil {
-		return nil, nil, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
+	if err := decodePayload(s.avro, payload, &rec); err != nil {
+		return nil, err
 	}
-	out, _ := plain(schema.avro, rec).(map[string]any)
-	return out, schema.datetimes, nil
+	out, _ := plain(s.avro, rec).(map[string]any)
+	return out, nil
 }
 
 // decodePayload decodes one payload. It reports a payload that ends early

@@ -626,7 +626,10 @@ func (s *Source) streamErr(ctx context.Context, stream grpc.BidiStreamingClient[
 // EARLIEST) takes the time it arrived, logged once per topic.
 func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.ConsumerEvent, pos *position, emit func(ports.Entry) error) error {
 	cp := checkpoint(topic, ev.GetReplayId())
-	rec, datetimes, err := s.schemas.decode(ctx, ev.GetEvent())
+	// Without transforms or sampling, the fast path writes the line
+	// straight from the payload (rec then holds what time and level read).
+	plan := s.spec.Shaper.For(topic)
+	rec, line, datetimes, err := s.schemas.decode(ctx, ev.GetEvent(), plan.Noop())
 	switch {
 	case errors.Is(err, ErrUndecodable):
 		s.undecodable.Log(s.log, slog.LevelWarn, s.clock.Now(), topic, "pubsub: skipping an event that does not decode", "topic", topic, "error", err)
@@ -651,7 +654,7 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 				"topic", topic, "event", ev.GetEvent().GetId())
 		}
 	}
-	if plan := s.spec.Shaper.For(topic); !plan.Noop() {
+	if !plan.Noop() {
 		key := ""
 		if plan.Sampling() {
 			key = hex.EncodeToString(ev.GetReplayId())
@@ -662,11 +665,14 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 			return emit(ports.Entry{CheckpointOnly: true, Checkpoint: cp})
 		}
 	}
-	line, err := json.Marshal(rec) // maps marshal with sorted keys
-	if err != nil {
-		return fmt.Errorf("salesforce pubsub: %s event %s: %w", topic, ev.GetEvent().GetId(), err)
+	if line == "" {
+		b, err := json.Marshal(rec) // maps marshal with sorted keys
+		if err != nil {
+			return fmt.Errorf("salesforce pubsub: %s event %s: %w", topic, ev.GetEvent().GetId(), err)
+		}
+		line = string(b)
 	}
-	return emit(ports.Entry{Time: t, Line: string(line), Metadata: map[string]string{"level": salesforce.RecordLevel(rec)},
+	return emit(ports.Entry{Time: t, Line: line, Metadata: map[string]string{"level": salesforce.RecordLevel(rec)},
 		Labels: map[string]string{"source": "pubsub", "event_type": topic[strings.LastIndexByte(topic, '/')+1:]}, Checkpoint: cp})
 }
 

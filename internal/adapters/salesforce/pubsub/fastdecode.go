@@ -1,0 +1,759 @@
+package pubsub
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/hamba/avro/v2"
+)
+
+// The fast path: an event schema compiled once into a decoder that reads
+// the Avro binary encoding and writes the event's JSON line straight from
+// it, byte for byte the line the generic path (decodePayload, plain,
+// json.Marshal) writes: keys sorted, strings escaped as encoding/json
+// escapes them, unions as their value, bytes in base64, fixed as an array
+// of numbers, floats formatted as encoding/json formats them. What time
+// and level are read from (the fields eventTime and
+// salesforce.RecordLevel look at) is kept as the generic path would
+// decode it, in a small record of its own.
+
+// levelFields are the fields salesforce.Level reads.
+var levelFields = []string{
+	"EXCEPTION_TYPE", "EXCEPTION_MESSAGE", "ERROR_CODE", "ExceptionType", "ErrorCode",
+	"STATUS_CODE", "REQUEST_STATUS", "LOGIN_STATUS", "OPERATION_STATUS", "Status",
+	"LoginType", "LoginKey", "LoginHistoryId",
+}
+
+// maxByteSlice is the longest string or bytes value the generic decoder
+// reads (hamba/avro's default Config.MaxByteSliceSize).
+const maxByteSlice = 1 << 20
+
+var (
+	// errUnsupported is a schema the fast path does not compile.
+	errUnsupported = errors.New("not supported by the fast decoder")
+	// errFallback is an event the fast path does not write (a NaN or an
+	// infinity, which json.Marshal refuses): the generic path decodes it.
+	errFallback = errors.New("event left to the generic decoder")
+	// errTruncated is a payload that ends inside a value.
+	errTruncated = errors.New("avro: payload ends early")
+	// errHostile is a block count no payload of this length can hold.
+	errHostile = errors.New("avro: block count larger than the payload")
+)
+
+type kind uint8
+
+const (
+	kNull kind = iota
+	kBool
+	kInt
+	kLong
+	kFloat
+	kDouble
+	kString
+	kBytes
+	kEnum
+	kFixed
+	kRecord
+	kArray
+	kMap
+	kUnion
+)
+
+// node is a compiled schema.
+type node struct {
+	kind    kind
+	symbols []string // enum
+	quoted  [][]byte // enum: each symbol as a JSON string
+	size    int      // fixed
+	fields  []field  // record, in schema (wire) order
+	order   []int    // record: field indexes in key order
+	items   *node    // array items, map values
+	union   []*node  // union branches
+	minSize int      // the fewest bytes a value takes on the wire
+}
+
+type field struct {
+	key     []byte // `"name":`
+	typ     *node
+	capture int // slot of a captured field, -1 when not captured
+}
+
+// fastDecoder is a compiled event schema.
+type fastDecoder struct {
+	root *node
+	// captured are the top-level fields time and level read, by slot; the
+	// slot header (if >= 0) is ChangeEventHeader's commitTimestamp.
+	captured []capture
+	header   int // -1: the schema has no ChangeEventHeader record
+	slots    int
+}
+
+type capture struct {
+	name string
+	typ  *node
+}
+
+// compileFast compiles an event schema (numbers' logical types already
+// dropped); errUnsupported when the schema has what the fast path does
+// not write the generic path's way.
+func compileFast(schema avro.Schema, datetimes []string) (*fastDecoder, error) {
+	rec, ok := schema.(*avro.RecordSchema)
+	if !ok {
+		return nil, fmt.Errorf("%w: the event schema is a %s, not a record", errUnsupported, schema.Type())
+	}
+	c := compiler{inProgress: map[string]bool{}}
+	root, err := c.compile(rec)
+	if err != nil {
+		return nil, err
+	}
+	d := &fastDecoder{root: root, header: -1}
+	wanted := map[string]bool{"EventDate": true, "CreatedDate": true}
+	for _, f := range append(slices.Clone(levelFields), datetimes...) {
+		wanted[f] = true
+	}
+	for i, f := range rec.Fields() {
+		fd := &root.fields[i]
+		switch {
+		case f.Name() == "ChangeEventHeader":
+			if fd.typ.kind != kRecord {
+				return nil, fmt.Errorf("%w: ChangeEventHeader is not a record", errUnsupported)
+			}
+			hdr, _ := f.Type().(*avro.RecordSchema)
+			if hdr == nil { // a reference to a record defined before
+				ref, _ := f.Type().(*avro.RefSchema)
+				hdr, _ = ref.Schema().(*avro.RecordSchema)
+			}
+			d.header = -2 // a header without commitTimestamp
+			for j, hf := range hdr.Fields() {
+				if hf.Name() != "commitTimestamp" {
+					continue
+				}
+				if !scalar(fd.typ.fields[j].typ) {
+					return nil, fmt.Errorf("%w: commitTimestamp is not a scalar", errUnsupported)
+				}
+				// The header's record node may be shared with another
+				// field by reference: give the header its own copy.
+				h := *fd.typ
+				h.fields = slices.Clone(h.fields)
+				h.fields[j].capture = d.slots
+				fd.typ = &h
+				d.header = d.slots
+				d.captured = append(d.captured, capture{name: "commitTimestamp", typ: h.fields[j].typ})
+				d.slots++
+			}
+		case wanted[f.Name()]:
+			if !scalar(fd.typ) {
+				return nil, fmt.Errorf("%w: field %s is read for the time or level and is not a scalar", errUnsupported, f.Name())
+			}
+			fd.capture = d.slots
+			d.captured = append(d.captured, capture{name: f.Name(), typ: fd.typ})
+			d.slots++
+		}
+	}
+	return d, nil
+}
+
+// scalar reports whether n decodes to a single Go value the time and
+// level read as the generic path decodes it: a primitive, an enum, or a
+// union of those.
+func scalar(n *node) bool {
+	switch n.kind {
+	case kRecord, kArray, kMap, kFixed:
+		return false
+	case kUnion:
+		for _, b := range n.union {
+			if !scalar(b) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+type compiler struct {
+	inProgress map[string]bool // records being compiled (recursion)
+}
+
+func (c *compiler) compile(s avro.Schema) (*node, error) {
+	switch x := s.(type) {
+	case *avro.NullSchema:
+		return &node{kind: kNull}, nil
+	case *avro.PrimitiveSchema:
+		if x.Logical() != nil {
+			return nil, fmt.Errorf("%w: logical type %s", errUnsupported, x.Logical().Type())
+		}
+		k, size := map[avro.Type]kind{avro.Boolean: kBool, avro.Int: kInt, avro.Long: kLong, avro.Float: kFloat,
+			avro.Double: kDouble, avro.String: kString, avro.Bytes: kBytes}, map[avro.Type]int{avro.Float: 4, avro.Double: 8}
+		kd, ok := k[x.Type()]
+		if !ok {
+			return nil, fmt.Errorf("%w: type %s", errUnsupported, x.Type())
+		}
+		return &node{kind: kd, minSize: max(1, size[x.Type()])}, nil
+	case *avro.EnumSchema:
+		n := &node{kind: kEnum, symbols: x.Symbols(), minSize: 1}
+		for _, sym := range x.Symbols() {
+			n.quoted = append(n.quoted, appendJSONString(nil, sym))
+		}
+		return n, nil
+	case *avro.FixedSchema:
+		if x.Logical() != nil {
+			return nil, fmt.Errorf("%w: fixed with logical type %s", errUnsupported, x.Logical().Type())
+		}
+		return &node{kind: kFixed, size: x.Size(), minSize: x.Size()}, nil
+	case *avro.RecordSchema:
+		return c.record(x)
+	case *avro.RefSchema:
+		return c.compile(x.Schema())
+	case *avro.ArraySchema:
+		items, err := c.compile(x.Items())
+		if err != nil {
+			return nil, err
+		}
+		if items.minSize == 0 {
+			return nil, fmt.Errorf("%w: an array of items that take no bytes", errUnsupported)
+		}
+		return &node{kind: kArray, items: items, minSize: 1}, nil
+	case *avro.MapSchema:
+		values, err := c.compile(x.Values())
+		if err != nil {
+			return nil, err
+		}
+		return &node{kind: kMap, items: values, minSize: 1}, nil
+	case *avro.UnionSchema:
+		n := &node{kind: kUnion, minSize: 1}
+		for _, b := range x.Types() {
+			if _, ok := b.(*avro.RefSchema); ok {
+				// The generic path leaves such a branch wrapped in
+				// {"<name>": …}; only it writes that line.
+				return nil, fmt.Errorf("%w: a union branch naming a type defined before", errUnsupported)
+			}
+			bn, err := c.compile(b)
+			if err != nil {
+				return nil, err
+			}
+			n.union = append(n.union, bn)
+		}
+		return n, nil
+	default:
+		return nil, fmt.Errorf("%w: type %s", errUnsupported, s.Type())
+	}
+}
+
+func (c *compiler) record(x *avro.RecordSchema) (*node, error) {
+	if c.inProgress[x.FullName()] {
+		return nil, fmt.Errorf("%w: recursive record %s", errUnsupported, x.FullName())
+	}
+	c.inProgress[x.FullName()] = true
+	defer delete(c.inProgress, x.FullName())
+	n := &node{kind: kRecord}
+	names := make([]string, len(x.Fields()))
+	for i, f := range x.Fields() {
+		t, err := c.compile(f.Type())
+		if err != nil {
+			return nil, err
+		}
+		names[i] = f.Name()
+		n.fields = append(n.fields, field{key: append(appendJSONString(nil, f.Name()), ':'), typ: t, capture: -1})
+		n.order = append(n.order, i)
+		n.minSize += t.minSize
+	}
+	slices.SortFunc(n.order, func(a, b int) int { return cmpString(names[a], names[b]) })
+	return n, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// reader reads the Avro binary encoding as the generic decoder does.
+type reader struct {
+	in  []byte
+	pos int
+}
+
+// readLong reads a zigzag varint of at most 10 bytes.
+func (r *reader) readLong() (int64, error) {
+	var v uint64
+	var s uint
+	for range 10 {
+		if r.pos >= len(r.in) {
+			return 0, errTruncated
+		}
+		b := r.in[r.pos]
+		r.pos++
+		v |= uint64(b&0x7f) << s
+		if b&0x80 == 0 {
+			return int64(v>>1) ^ -int64(v&1), nil //nolint:gosec // zigzag
+		}
+		s += 7
+	}
+	return 0, errors.New("avro: long overflow")
+}
+
+// readInt reads a zigzag varint of at most 5 bytes into 32 bits.
+func (r *reader) readInt() (int32, error) {
+	var v uint32
+	var s uint
+	for range 5 {
+		if r.pos >= len(r.in) {
+			return 0, errTruncated
+		}
+		b := r.in[r.pos]
+		r.pos++
+		v |= uint32(b&0x7f) << s
+		if b&0x80 == 0 {
+			return int32(v>>1) ^ -int32(v&1), nil //nolint:gosec // zigzag
+		}
+		s += 7
+	}
+	return 0, errors.New("avro: int overflow")
+}
+
+// readBytes reads a length-prefixed string or bytes value, in place.
+func (r *reader) readBytes() ([]byte, error) {
+	n, err := r.readLong()
+	switch {
+	case err != nil:
+		return nil, err
+	case n < 0:
+		return nil, errors.New("avro: negative length")
+	case n > maxByteSlice:
+		return nil, errors.New("avro: string or bytes longer than 1 MiB")
+	case n > int64(len(r.in)-r.pos):
+		return nil, errTruncated
+	}
+	b := r.in[r.pos : r.pos+int(n)]
+	r.pos += int(n)
+	return b, nil
+}
+
+func (r *reader) fixed(n int) ([]byte, error) {
+	if n > len(r.in)-r.pos {
+		return nil, errTruncated
+	}
+	b := r.in[r.pos : r.pos+n]
+	r.pos += n
+	return b, nil
+}
+
+// blockCount reads an array or map block's item count (a negative count
+// is followed by the block's size in bytes, which is not needed), and
+// refuses one the rest of the payload cannot hold at minSize bytes an
+// item.
+func (r *reader) blockCount(minSize int) (int64, error) {
+	n, err := r.readLong()
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		if n = -n; n < 0 {
+			return 0, errHostile
+		}
+		if _, err := r.readLong(); err != nil {
+			return 0, err
+		}
+	}
+	if n > int64(len(r.in)-r.pos)/int64(minSize) {
+		return 0, errHostile
+	}
+	return n, nil
+}
+
+// scalar reads a value of a scalar node as the generic decoder returns it.
+func (r *reader) scalar(n *node) (any, error) {
+	switch n.kind {
+	case kNull:
+		return nil, nil
+	case kBool:
+		b, err := r.fixed(1)
+		if err != nil {
+			return nil, err
+		}
+		return b[0] == 1, nil
+	case kInt:
+		v, err := r.readInt()
+		return int(v), err
+	case kLong:
+		return r.readLong()
+	case kFloat:
+		b, err := r.fixed(4)
+		if err != nil {
+			return nil, err
+		}
+		return math.Float32frombits(binary.LittleEndian.Uint32(b)), nil
+	case kDouble:
+		b, err := r.fixed(8)
+		if err != nil {
+			return nil, err
+		}
+		return math.Float64frombits(binary.LittleEndian.Uint64(b)), nil
+	case kString:
+		b, err := r.readBytes()
+		return string(b), err
+	case kBytes:
+		b, err := r.readBytes()
+		return append([]byte{}, b...), err
+	case kEnum:
+		i, err := r.readInt()
+		if err != nil {
+			return nil, err
+		}
+		return n.symbols[i], nil // in range: the line was written
+	case kUnion:
+		i, err := r.readInt()
+		if err != nil {
+			return nil, err
+		}
+		return r.scalar(n.union[i])
+	}
+	return nil, fmt.Errorf("%w: not a scalar", errUnsupported)
+}
+
+// writer decodes one payload into its line.
+type writer struct {
+	reader
+	out   []byte
+	spans []span     // record fields' values in out, a stack
+	ents  []mapEntry // map entries, a stack
+	caps  []int      // captured fields' offsets in the payload
+}
+
+type span struct{ start, end int }
+
+type mapEntry struct {
+	key []byte
+	val span
+}
+
+var writers = sync.Pool{New: func() any { return &writer{} }}
+
+// decode writes the line of payload and returns it with the captured
+// fields as the generic path decodes them (probe: the fields eventTime
+// and salesforce.RecordLevel read). Trailing bytes are ignored, as the
+// generic path ignores them.
+func (d *fastDecoder) decode(payload []byte) (line string, probe map[string]any, err error) {
+	w, _ := writers.Get().(*writer)
+	defer writers.Put(w)
+	w.in, w.pos, w.out, w.spans, w.ents = payload, 0, w.out[:0], w.spans[:0], w.ents[:0]
+	w.caps = slices.Grow(w.caps[:0], d.slots)[:d.slots]
+	for i := range w.caps {
+		w.caps[i] = -1
+	}
+	if err := w.value(d.root); err != nil {
+		return "", nil, err
+	}
+	probe = make(map[string]any, len(d.captured))
+	for slot, c := range d.captured {
+		if w.caps[slot] < 0 {
+			continue
+		}
+		r := reader{in: payload, pos: w.caps[slot]}
+		v, err := r.scalar(c.typ)
+		if err != nil {
+			return "", nil, err
+		}
+		if slot == d.header {
+			probe["ChangeEventHeader"] = map[string]any{c.name: v}
+		} else {
+			probe[c.name] = v
+		}
+	}
+	if d.header == -2 {
+		probe["ChangeEventHeader"] = map[string]any{}
+	}
+	return string(w.out), probe, nil
+}
+
+func (w *writer) value(n *node) error {
+	switch n.kind {
+	case kNull:
+		w.out = append(w.out, "null"...)
+	case kBool:
+		b, err := w.fixed(1)
+		if err != nil {
+			return err
+		}
+		switch b[0] {
+		case 0:
+			w.out = append(w.out, "false"...)
+		case 1:
+			w.out = append(w.out, "true"...)
+		default:
+			return errors.New("avro: invalid boolean")
+		}
+	case kInt:
+		v, err := w.readInt()
+		if err != nil {
+			return err
+		}
+		w.out = strconv.AppendInt(w.out, int64(v), 10)
+	case kLong:
+		v, err := w.readLong()
+		if err != nil {
+			return err
+		}
+		w.out = strconv.AppendInt(w.out, v, 10)
+	case kFloat:
+		b, err := w.fixed(4)
+		if err != nil {
+			return err
+		}
+		return w.float(float64(math.Float32frombits(binary.LittleEndian.Uint32(b))), 32)
+	case kDouble:
+		b, err := w.fixed(8)
+		if err != nil {
+			return err
+		}
+		return w.float(math.Float64frombits(binary.LittleEndian.Uint64(b)), 64)
+	case kString:
+		b, err := w.readBytes()
+		if err != nil {
+			return err
+		}
+		w.out = appendJSONString(w.out, b)
+	case kBytes:
+		b, err := w.readBytes()
+		if err != nil {
+			return err
+		}
+		w.out = append(base64.StdEncoding.AppendEncode(append(w.out, '"'), b), '"')
+	case kEnum:
+		i, err := w.readInt()
+		if err != nil {
+			return err
+		}
+		if i < 0 || int(i) >= len(n.quoted) {
+			return errors.New("avro: unknown enum symbol")
+		}
+		w.out = append(w.out, n.quoted[i]...)
+	case kFixed:
+		b, err := w.fixed(n.size)
+		if err != nil {
+			return err
+		}
+		w.out = append(w.out, '[')
+		for i, c := range b {
+			if i > 0 {
+				w.out = append(w.out, ',')
+			}
+			w.out = strconv.AppendUint(w.out, uint64(c), 10)
+		}
+		w.out = append(w.out, ']')
+	case kUnion:
+		i, err := w.readInt()
+		if err != nil {
+			return err
+		}
+		if i < 0 || int(i) >= len(n.union) {
+			return errors.New("avro: unknown union branch")
+		}
+		return w.value(n.union[i])
+	case kRecord:
+		return w.record(n)
+	case kArray:
+		return w.array(n)
+	case kMap:
+		return w.mapValue(n)
+	}
+	return nil
+}
+
+// float writes f as encoding/json does; a NaN or an infinity, which
+// json.Marshal refuses, is left to the generic path.
+func (w *writer) float(f float64, bits int) error {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return errFallback
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	w.out = strconv.AppendFloat(w.out, f, format, -1, bits)
+	if format == 'e' { // e-09 becomes e-9
+		n := len(w.out)
+		if n >= 4 && w.out[n-4] == 'e' && w.out[n-3] == '-' && w.out[n-2] == '0' {
+			w.out[n-2] = w.out[n-1]
+			w.out = w.out[:n-1]
+		}
+	}
+	return nil
+}
+
+// record decodes the fields in wire order, then writes them again in key
+// order where they began.
+func (w *writer) record(n *node) error {
+	base, start := len(w.spans), len(w.out)
+	for i := range n.fields {
+		f := &n.fields[i]
+		if f.capture >= 0 {
+			w.caps[f.capture] = w.pos
+		}
+		s := len(w.out)
+		if err := w.value(f.typ); err != nil {
+			return err
+		}
+		w.spans = append(w.spans, span{s, len(w.out)})
+	}
+	mid := len(w.out)
+	w.out = append(w.out, '{')
+	for j, i := range n.order {
+		if j > 0 {
+			w.out = append(w.out, ',')
+		}
+		sp := w.spans[base+i]
+		w.out = append(append(w.out, n.fields[i].key...), w.out[sp.start:sp.end]...)
+	}
+	w.out = append(w.out, '}')
+	w.out = w.out[:start+copy(w.out[start:], w.out[mid:])]
+	w.spans = w.spans[:base]
+	return nil
+}
+
+func (w *writer) array(n *node) error {
+	w.out = append(w.out, '[')
+	first := true
+	for {
+		count, err := w.blockCount(n.items.minSize)
+		if err != nil {
+			return err
+		}
+		if count == 0 {
+			break
+		}
+		for range count {
+			if !first {
+				w.out = append(w.out, ',')
+			}
+			first = false
+			if err := w.value(n.items); err != nil {
+				return err
+			}
+		}
+	}
+	w.out = append(w.out, ']')
+	return nil
+}
+
+// mapValue decodes the entries, then writes them sorted by key, the last
+// of equal keys winning, where they began.
+func (w *writer) mapValue(n *node) error {
+	base, start := len(w.ents), len(w.out)
+	for {
+		count, err := w.blockCount(1 + n.items.minSize)
+		if err != nil {
+			return err
+		}
+		if count == 0 {
+			break
+		}
+		for range count {
+			key, err := w.readBytes()
+			if err != nil {
+				return err
+			}
+			s := len(w.out)
+			if err := w.value(n.items); err != nil {
+				return err
+			}
+			w.ents = append(w.ents, mapEntry{key: key, val: span{s, len(w.out)}})
+		}
+	}
+	ents := w.ents[base:]
+	slices.SortStableFunc(ents, func(a, b mapEntry) int { return bytes.Compare(a.key, b.key) })
+	mid := len(w.out)
+	w.out = append(w.out, '{')
+	first := true
+	for i, e := range ents {
+		if i+1 < len(ents) && bytes.Equal(ents[i+1].key, e.key) {
+			continue // a later entry of the same key wins
+		}
+		if !first {
+			w.out = append(w.out, ',')
+		}
+		first = false
+		w.out = append(append(appendJSONString(w.out, e.key), ':'), w.out[e.val.start:e.val.end]...)
+	}
+	w.out = append(w.out, '}')
+	w.out = w.out[:start+copy(w.out[start:], w.out[mid:])]
+	w.ents = w.ents[:base]
+	return nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as encoding/json writes a string with HTML
+// escaping: <, > and & as \u00XX, control characters escaped, invalid
+// UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+func appendJSONString[T []byte | string](dst []byte, s T) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if htmlSafe[b] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		n := min(len(s)-i, utf8.UTFMax)
+		c, size := utf8.DecodeRuneInString(string(s[i : i+n]))
+		if c == utf8.RuneError && size == 1 {
+			dst = append(append(dst, s[start:i]...), `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(append(dst, s[start:]...), '"')
+}
+
+// htmlSafe are the ASCII bytes encoding/json writes as they are with HTML
+// escaping on.
+var htmlSafe = func() (t [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+	}
+	return t
+}()
