@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -626,6 +627,8 @@ func (r *backfillRun) readFile(ctx context.Context, w backfillWorker, f salesfor
 	maxEntries, maxBytes := cmp.Or(r.batch.MaxEntries, 1000), cmp.Or(r.batch.MaxBytes, 1<<20)
 	err = r.src.ReadHistory(ctx, f, func(e ports.Entry) error {
 		if r.plan.label != "" {
+			// The source's entries share their labels map: add to a copy.
+			e.Labels = maps.Clone(e.Labels)
 			e.Labels[BackfillLabel] = r.plan.label
 		}
 		batch = append(batch, e)

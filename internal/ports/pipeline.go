@@ -13,7 +13,10 @@ type Checkpoint struct {
 }
 
 // Entry is one log line on its way to Loki, with the checkpoint it
-// advances once pushed.
+// advances once pushed. Its Labels and Metadata maps may be shared with
+// other entries (a source's entries of one file share them): nothing
+// writes to them once the entry is made; whoever adds a label copies the
+// map first.
 type Entry struct {
 	Time     time.Time
 	Labels   map[string]string

@@ -514,6 +514,7 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 	// left, the file is as one without rows.
 	var held *ports.Entry
 	plan := s.spec.Shaper.For(t)
+	entries := newELFEntries(t, f.logDate, key, before, s.spec.Types[t])
 	err = ReadEventLogFile(body, func(r Row) error {
 		if !plan.Noop() {
 			if plan.Sampling() && !plan.Keep(elfSampleKey(r.Fields)) {
@@ -523,7 +524,7 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 				return nil
 			}
 		}
-		e, err := elfEntry(t, r, f.logDate, key, before, s.spec.Types[t])
+		e, err := entries.entry(r)
 		if err != nil {
 			return err
 		}
@@ -601,30 +602,58 @@ func elfSampleKey(fields map[string]string) string {
 	return string(b)
 }
 
-// elfEntry is a row's entry. A row without TIMESTAMP_DERIVED or TIMESTAMP
-// takes its file's LogDate, which a file regenerated in place keeps (its
-// CreatedDate changes): every copy of a row is the same entry, and the
-// copies collapse in Loki.
-func elfEntry(t string, r Row, logDate time.Time, key, checkpoint string, ts ELFTypeSpec) (ports.Entry, error) {
-	line, err := json.Marshal(r.Fields) // maps marshal with sorted keys
-	if err != nil {
-		return ports.Entry{}, err
-	}
+// elfEntries builds the entries of one file's rows. The entries share one
+// labels map, and one metadata map per level, unless the type promotes
+// columns into them: nothing writes to an entry's maps once it is made.
+type elfEntries struct {
+	t, key, checkpoint string
+	logDate            time.Time
+	ts                 ELFTypeSpec
+	labels             map[string]string
+	meta               map[string]map[string]string // by level
+	// keys are the previous row's columns, sorted; line is the scratch
+	// buffer of the JSON line.
+	keys []string
+	line []byte
+}
+
+func newELFEntries(t string, logDate time.Time, key, checkpoint string, ts ELFTypeSpec) *elfEntries {
+	return &elfEntries{t: t, key: key, checkpoint: checkpoint, logDate: logDate, ts: ts,
+		labels: map[string]string{"source": "eventlogfile", "event_type": t}, meta: map[string]map[string]string{}}
+}
+
+// entry is a row's entry: its fields as a JSON object with sorted keys.
+// A row without TIMESTAMP_DERIVED or TIMESTAMP takes its file's LogDate,
+// which a file regenerated in place keeps (its CreatedDate changes): every
+// copy of a row is the same entry, and the copies collapse in Loki.
+func (b *elfEntries) entry(r Row) (ports.Entry, error) {
+	b.line = appendFieldsJSON(b.line[:0], r.Fields, &b.keys)
 	at := r.Time
 	if at.IsZero() {
-		at = logDate
+		at = b.logDate
 	}
 	level := Level(func(k string) string { return r.Fields[k] })
-	e := ports.Entry{Time: at, Line: string(line), Metadata: map[string]string{"level": level},
-		Labels:     map[string]string{"source": "eventlogfile", "event_type": t},
-		Checkpoint: ports.Checkpoint{Key: key, Value: checkpoint}}
-	for _, c := range ts.Metadata {
-		if v := r.Fields[c]; v != "" {
-			e.Metadata[c] = v
+	e := ports.Entry{Time: at, Line: string(b.line), Labels: b.labels, Checkpoint: ports.Checkpoint{Key: b.key, Value: b.checkpoint}}
+	if len(b.ts.Metadata) == 0 {
+		e.Metadata = b.meta[level]
+		if e.Metadata == nil {
+			e.Metadata = map[string]string{"level": level}
+			b.meta[level] = e.Metadata
+		}
+	} else {
+		e.Metadata = map[string]string{"level": level}
+		for _, c := range b.ts.Metadata {
+			if v := r.Fields[c]; v != "" {
+				e.Metadata[c] = v
+			}
 		}
 	}
-	for _, c := range ts.Labels {
+	own := false
+	for _, c := range b.ts.Labels {
 		if v := r.Fields[c]; v != "" {
+			if !own {
+				e.Labels, own = maps.Clone(b.labels), true
+			}
 			e.Labels[c] = v
 		}
 	}

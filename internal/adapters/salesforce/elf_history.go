@@ -92,12 +92,13 @@ func (s *ELFSource) ReadHistory(ctx context.Context, f HistoryFile, emit func(po
 		body = readCounter{r: body, n: read}
 	}
 	plan := s.spec.Shaper.For(f.EventType)
+	entries := newELFEntries(f.EventType, f.LogDate, "", "", s.spec.Types[f.EventType])
 	var emitErr error
 	err = ReadEventLogFile(body, func(r Row) error {
 		if !plan.Noop() && !plan.Strings(r.Fields) {
 			return nil // dropped by a drop_row transform
 		}
-		e, err := elfEntry(f.EventType, r, f.LogDate, "", "", s.spec.Types[f.EventType])
+		e, err := entries.entry(r)
 		if err != nil {
 			return err
 		}
