@@ -126,6 +126,10 @@ bench-pubsub: test-tools ## The daemon on 200,000 Pub/Sub events into VictoriaLo
 bench-memory: ## The daemon with both lanes full and every push held: peak RSS, largest of 3 runs (GOMEMLIMIT=… to compare a soft limit)
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkSaturatedLanes$$' -benchtime 3x ./test/integration/
 
+.PHONY: bench-idle
+bench-idle: ## A replica leading 1 and 20 idle synthetic orgs: RssAnon, RssFile, and RssAnon per extra shard (larger of 2 runs; IDLE_STORE=s3 for versitygw)
+	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkIdleShards$$' -benchtime 2x ./test/integration/
+
 # The daemon benchmarks in the realistic-network mode (test/integration/latencybench_test.go):
 # checkpoints in an object store behind a proxy adding STORE_LATENCY (30ms) to each request,
 # pushes behind one adding PUSH_LATENCY (150ms). DAEMON_EXTRA_YAML, BENCH_COMMIT_INTERVAL and
