@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/wire"
-
 	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/file"
 	"github.com/sf2loki/sf2loki/internal/adapters/gcs"
@@ -299,14 +297,6 @@ func (r readOnly) Put(context.Context, []byte, ports.Precondition) (ports.Versio
 func (r readOnly) Delete(context.Context, ports.Precondition) error {
 	return fmt.Errorf("%s is read only here: the older layout's document is never deleted by another org's shard", r.ObjectCAS)
 }
-
-// Provider sets used by the injectors in wire.go (built with the
-// wireinject tag, hence invisible to the unused check).
-var commonSet = wire.NewSet( //nolint:unused // used by wire.go
-	wire.FieldsOf(new(Shared), "Clock", "Logger", "Telemetry", "Sink", "Gate", "Older"), provideStateStore, provideCommitter, provideWorkload, newShard)
-
-var keeperSet = wire.NewSet( //nolint:unused // used by wire.go
-	provideKeeper, keeperCoordinator, keeperFence)
 
 // newSalesforceAuth reads the secrets (value or *_file) and builds the
 // org's token source. It makes no request.

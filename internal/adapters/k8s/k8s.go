@@ -22,8 +22,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -115,15 +117,43 @@ func (s *Store) rest() (rest.Interface, error) {
 				return
 			}
 		}
-		cs, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
+		client, err := leaseClient(rc)
 		if err != nil {
 			s.initErr = fmt.Errorf("k8s: client for lease %s/%s: %w", s.namespace, s.name, err)
 			return
 		}
-		s.client = cs.CoordinationV1().RESTClient()
+		s.client = client
 	})
 	return s.client, s.initErr
 }
+
+// leaseClient is a REST client for coordination.k8s.io/v1 alone, set up as
+// client-go's generated clientset sets up its CoordinationV1 client, but
+// over a scheme that knows the Lease and the API's Status only: the
+// clientset's scheme registers every built-in API group, which would link
+// all of k8s.io/api into the daemon for one Lease.
+func leaseClient(rc *rest.Config) (*rest.RESTClient, error) {
+	cfg := rest.CopyConfig(rc)
+	gv := coordinationv1.SchemeGroupVersion
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(leaseScheme).WithoutConversion()
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return rest.RESTClientFor(cfg)
+}
+
+// leaseScheme knows coordination.k8s.io/v1 and the unversioned meta types
+// (Status, which carries the API server's errors).
+var leaseScheme = func() *runtime.Scheme {
+	sch := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(sch); err != nil {
+		panic(err) // registering known types into a fresh scheme cannot fail
+	}
+	metav1.AddToGroupVersion(sch, schema.GroupVersion{Version: "v1"})
+	return sch
+}()
 
 // String implements ports.ObjectCAS.
 func (s *Store) String() string { return "k8s://" + s.namespace + "/" + s.name }
