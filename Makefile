@@ -130,6 +130,10 @@ bench-memory: ## The daemon with both lanes full and every push held: peak RSS, 
 bench-idle: ## A replica leading 1 and 20 idle synthetic orgs: RssAnon, RssFile, and RssAnon per extra shard (larger of 2 runs; IDLE_STORE=s3 for versitygw)
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkIdleShards$$' -benchtime 2x ./test/integration/
 
+.PHONY: size
+size: ## The stripped daemon's size and its largest modules and packages (TOP=15)
+	./scripts/size.sh
+
 # The daemon benchmarks in the realistic-network mode (test/integration/latencybench_test.go):
 # checkpoints in an object store behind a proxy adding STORE_LATENCY (30ms) to each request,
 # pushes behind one adding PUSH_LATENCY (150ms). DAEMON_EXTRA_YAML, BENCH_COMMIT_INTERVAL and
