@@ -17,6 +17,8 @@ type LogsServer struct {
 	// URL is the base URL; PushURL the Loki push endpoint.
 	URL     string
 	PushURL string
+	// Pid is the server's process id.
+	Pid int
 }
 
 // StartLogs starts VictoriaLogs on a random loopback port and stops it when
@@ -38,7 +40,7 @@ func StartLogs(t testing.TB) *LogsServer {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	s := &LogsServer{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	s := &LogsServer{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Pid: cmd.Process.Pid}
 	s.PushURL = s.URL + "/insert/loki/api/v1/push"
 	if err := waitHTTP(s.URL+"/health", exited, 30*time.Second); err != nil {
 		t.Fatalf("victoria-logs: %v\n%s", err, out.String())

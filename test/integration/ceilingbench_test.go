@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/faultproxy"
 )
 
@@ -44,6 +46,11 @@ import (
 // it does besides pushing. Into VictoriaLogs the replayed entries carry the
 // recording run's job label, which nothing ingested before: the peer does
 // the same work as for the daemon's entries.
+//
+// The replay also reads VictoriaLogs' CPU time: the peer's CPU per entry
+// plus the daemon's is what an entry costs the machine, and with both on
+// the same cores the daemon cannot beat cores ÷ that sum, however fast the
+// peer alone takes the bodies. "cpu bound" reports that rate.
 
 // ceiling is one ceiling run: the recorded bodies replayed.
 type ceiling struct {
@@ -51,6 +58,9 @@ type ceiling struct {
 	bytes   int64
 	secs    float64
 	entries int
+	// peerCPUSecs is the peer's CPU time over the replay (0 for the
+	// discarding peer, which runs in this process).
+	peerCPUSecs float64
 }
 
 func (c ceiling) rate() float64 { return float64(c.entries) / c.secs }
@@ -83,8 +93,8 @@ func (r *bodyRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // measureCeiling records the daemon's push bodies for n entries (cfg
 // renders the configuration as in benchRun, job naming the recording run)
 // and replays them to push, through a proxy adding the push latency in
-// latency mode.
-func measureCeiling(b *testing.B, net *benchNet, job, push string, n int, cfg func(state, push string) string) ceiling {
+// latency mode; peer is the peer's process id (0: none to read).
+func measureCeiling(b *testing.B, net *benchNet, job, push string, peer, n int, cfg func(state, push string) string) ceiling {
 	b.Helper()
 	rec := &bodyRecorder{}
 	srv := httptest.NewServer(rec)
@@ -108,7 +118,14 @@ func measureCeiling(b *testing.B, net *benchNet, job, push string, n int, cfg fu
 	for _, body := range bodies {
 		c.bytes += int64(len(body))
 	}
+	var before float64
+	if peer != 0 {
+		before = procCPUSecs(b, peer)
+	}
 	c.secs = replay(b, push, header, bodies, maxInFlight(b, full))
+	if peer != 0 {
+		c.peerCPUSecs = procCPUSecs(b, peer) - before
+	}
 	return c
 }
 
@@ -191,9 +208,25 @@ func reportCeiling(b *testing.B, ours float64, c ceiling, cpuSecs, firstSecs, se
 	b.ReportMetric(perEntry, "cpu-µs/entry")
 	pushing := float64(entries) / (secs - firstSecs)
 	b.ReportMetric(pushing/c.rate(), "pushing/ceiling")
-	return fmt.Sprintf("; ceiling (%d recorded bodies, %.1f MiB, replayed %s): %.0f entries/s, ours/ceiling %.2f; first push after %.2fs, %.0f entries/s from it (%.2f of the ceiling); daemon CPU %.2fs, %.1f µs/entry",
+	s := fmt.Sprintf("; ceiling (%d recorded bodies, %.1f MiB, replayed %s): %.0f entries/s, ours/ceiling %.2f; first push after %.2fs, %.0f entries/s from it (%.2f of the ceiling); daemon CPU %.2fs, %.1f µs/entry",
 		c.bodies, float64(c.bytes)/(1<<20), time.Duration(c.secs*float64(time.Second)).Round(time.Millisecond), c.rate(), ours/c.rate(),
 		firstSecs, pushing, pushing/c.rate(), cpuSecs, perEntry)
+	if c.peerCPUSecs > 0 {
+		peer := c.peerCPUSecs / float64(c.entries) * 1e6
+		bound := float64(runtime.NumCPU()) / (perEntry + peer) * 1e6
+		b.ReportMetric(peer, "peer-cpu-µs/entry")
+		b.ReportMetric(ours/bound, "ours/cpu-bound")
+		s += fmt.Sprintf("; the peer's CPU %.1f µs/entry, so %d cores bound the daemon to %.0f entries/s (ours %.2f of it)", peer, runtime.NumCPU(), bound, ours/bound)
+	}
+	return s
+}
+
+// peerPid is VictoriaLogs' process id, 0 under NULL_PEER=1.
+func peerPid(logs *testenv.LogsServer) int {
+	if os.Getenv("NULL_PEER") != "" {
+		return 0
+	}
+	return logs.Pid
 }
 
 // userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ,

@@ -63,7 +63,7 @@ func BenchmarkEventLogFileDaemon(b *testing.B) {
 			b.StopTimer()
 			ours := float64(rows*runs) / secs
 			org := elfOrg(b, body)
-			ceil := measureCeiling(b, net, fmt.Sprintf("elfceiling%d", rows), push, rows, func(state, push string) string {
+			ceil := measureCeiling(b, net, fmt.Sprintf("elfceiling%d", rows), push, peerPid(logs), rows, func(state, push string) string {
 				return elfBenchConfig(state, org, push, fmt.Sprintf("elfceiling%d", rows))
 			})
 			b.ReportMetric(ours, "rows/s")
@@ -147,7 +147,7 @@ sink: {loki: {url: %s, labels: {job: %s}}}
 	}
 	b.StopTimer()
 	ours := float64(n*runs) / secs
-	ceil := measureCeiling(b, net, "psceiling", push, n, config("psceiling"))
+	ceil := measureCeiling(b, net, "psceiling", push, peerPid(logs), n, config("psceiling"))
 	b.ReportMetric(ours, "events/s")
 	b.ReportMetric(peak, "peak-RSS-MiB")
 	b.Logf("%d events into %s: %.0f events/s, peak RSS %.1f MiB%s%s", n, peer, ours, peak,
