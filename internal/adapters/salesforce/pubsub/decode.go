@@ -12,6 +12,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
 )
 
@@ -173,32 +174,62 @@ func isTimestampMillis(t any) bool {
 	return false
 }
 
-// decode turns an event's Avro payload into a plain record: unions appear
-// as their value, never as {"type": value}; ints and longs as the numbers
-// sent. It returns the schema's datetime fields with it.
-//
-// With fast set and a schema the fast path compiled, the line is written
-// straight from the payload and rec holds only the fields the event's time
-// and level are read from (eventTime, salesforce.RecordLevel); otherwise
-// line is "" and rec is the whole record.
-func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent, fast bool) (rec map[string]any, line string, datetimes []string, err error) {
+// decoded is an event as decoded: the record as the generic path decodes
+// it (unions as their value, never as {"type": value}; ints and longs as
+// the numbers sent), or the line the fast path wrote straight from the
+// payload with the fields time and level read.
+type decoded struct {
+	rec   map[string]any // the generic path's record
+	line  string         // the fast path's line; "" on the generic path
+	probe probe
+	// datetimes are the schema's datetime fields.
+	datetimes []string
+}
+
+// field is a top-level field as the generic path decodes it, nil when
+// absent or null; on the fast path, only a field time or level reads.
+func (d *decoded) field(name string) any {
+	if d.line == "" {
+		return d.rec[name]
+	}
+	return d.probe.field(name)
+}
+
+// level is the event's level (salesforce.RecordLevel).
+func (d *decoded) level() string {
+	if d.line == "" {
+		return salesforce.RecordLevel(d.rec)
+	}
+	return salesforce.Level(func(k string) string {
+		if v := d.field(k); v != nil {
+			return fmt.Sprint(v)
+		}
+		return ""
+	})
+}
+
+// decode decodes an event's Avro payload: with fast set and a schema the
+// fast path compiled, into its line; otherwise, or for an event only the
+// generic path writes (a NaN or an infinity), into a record.
+func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent, fast bool) (decoded, error) {
 	schema, err := c.get(ctx, ev.GetSchemaId())
 	if err != nil {
-		return nil, "", nil, err
+		return decoded{}, err
 	}
+	out := decoded{datetimes: schema.datetimes}
 	if fast && schema.fast != nil {
-		line, rec, err = schema.fast.decode(ev.GetPayload())
+		out.line, out.probe, err = schema.fast.decode(ev.GetPayload())
 		switch {
 		case err == nil:
-			return rec, line, schema.datetimes, nil
-		case !errors.Is(err, errFallback): // a NaN or an infinity falls back
-			return nil, "", nil, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
+			return out, nil
+		case !errors.Is(err, errFallback):
+			return decoded{}, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
 		}
 	}
-	if rec, err = schema.decodeGeneric(ev.GetPayload()); err != nil {
-		return nil, "", nil, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
+	if out.rec, err = schema.decodeGeneric(ev.GetPayload()); err != nil {
+		return decoded{}, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
 	}
-	return rec, "", schema.datetimes, nil
+	return out, nil
 }
 
 // decodeGeneric decodes a payload into a map and unwraps its unions.
@@ -287,16 +318,17 @@ func plain(schema avro.Schema, v any) any {
 // ChangeEventHeader) is timed by its commitTimestamp, never by the
 // CreatedDate in its body, which an UNDELETE carries from the record's
 // creation; any other event by its EventDate, else its CreatedDate, else
-// the first other field its schema declares a datetime (datetimes). Times
+// the first other field its schema declares a datetime (datetimes); field
+// returns a top-level field as the generic path decodes it. Times
 // are Avro longs in epoch milliseconds (an ISO string is read too). ok is
 // false when none holds a time.
-func eventTime(rec map[string]any, datetimes []string) (time.Time, bool) {
-	if h, ok := rec["ChangeEventHeader"].(map[string]any); ok {
+func eventTime(field func(string) any, datetimes []string) (time.Time, bool) {
+	if h, ok := field("ChangeEventHeader").(map[string]any); ok {
 		return timeOf(h["commitTimestamp"])
 	}
 	for _, fields := range [][]string{{"EventDate", "CreatedDate"}, datetimes} {
 		for _, f := range fields {
-			if t, ok := timeOf(rec[f]); ok {
+			if t, ok := timeOf(field(f)); ok {
 				return t, true
 			}
 		}

@@ -158,6 +158,9 @@ func compileFast(schema avro.Schema, datetimes []string) (*fastDecoder, error) {
 			d.slots++
 		}
 	}
+	if d.slots > maxCaptured {
+		return nil, fmt.Errorf("%w: more than %d fields read for the time or level", errUnsupported, maxCaptured)
+	}
 	return d, nil
 }
 
@@ -427,9 +430,9 @@ func (r *reader) scalar(n *node) (any, error) {
 type writer struct {
 	reader
 	out   []byte
-	spans []span     // record fields' values in out, a stack
-	ents  []mapEntry // map entries, a stack
-	caps  []int      // captured fields' offsets in the payload
+	spans []span            // record fields' values in out, a stack
+	ents  []mapEntry        // map entries, a stack
+	caps  *[maxCaptured]int // captured fields' offsets in the payload
 }
 
 type span struct{ start, end int }
@@ -441,41 +444,52 @@ type mapEntry struct {
 
 var writers = sync.Pool{New: func() any { return &writer{} }}
 
-// decode writes the line of payload and returns it with the captured
-// fields as the generic path decodes them (probe: the fields eventTime
-// and salesforce.RecordLevel read). Trailing bytes are ignored, as the
-// generic path ignores them.
-func (d *fastDecoder) decode(payload []byte) (line string, probe map[string]any, err error) {
+// decode writes the line of payload and returns it with where the
+// captured fields are (trailing bytes are ignored, as the generic path
+// ignores them).
+func (d *fastDecoder) decode(payload []byte) (line string, p probe, err error) {
 	w, _ := writers.Get().(*writer)
 	defer writers.Put(w)
-	w.in, w.pos, w.out, w.spans, w.ents = payload, 0, w.out[:0], w.spans[:0], w.ents[:0]
-	w.caps = slices.Grow(w.caps[:0], d.slots)[:d.slots]
-	for i := range w.caps {
-		w.caps[i] = -1
-	}
+	w.in, w.pos, w.out, w.spans, w.ents, w.caps = payload, 0, w.out[:0], w.spans[:0], w.ents[:0], &p.offs
 	if err := w.value(d.root); err != nil {
-		return "", nil, err
+		return "", probe{}, err
 	}
-	probe = make(map[string]any, len(d.captured))
-	for slot, c := range d.captured {
-		if w.caps[slot] < 0 {
-			continue
+	p.d, p.payload = d, payload
+	return string(w.out), p, nil
+}
+
+// maxCaptured is the most fields a compiled schema captures.
+const maxCaptured = 16
+
+// probe reads the captured fields of a payload the fast path wrote.
+type probe struct {
+	d       *fastDecoder
+	payload []byte
+	offs    [maxCaptured]int // the captured fields' offsets in payload, by slot
+}
+
+// field is a top-level field time or level reads as the generic path
+// decodes it: nil when the schema has no such captured field.
+func (p *probe) field(name string) any {
+	if name == "ChangeEventHeader" && p.d.header != -1 {
+		h := map[string]any{}
+		if p.d.header >= 0 {
+			h["commitTimestamp"] = p.value(p.d.header)
 		}
-		r := reader{in: payload, pos: w.caps[slot]}
-		v, err := r.scalar(c.typ)
-		if err != nil {
-			return "", nil, err
-		}
-		if slot == d.header {
-			probe["ChangeEventHeader"] = map[string]any{c.name: v}
-		} else {
-			probe[c.name] = v
+		return h
+	}
+	for slot, c := range p.d.captured {
+		if c.name == name && slot != p.d.header {
+			return p.value(slot)
 		}
 	}
-	if d.header == -2 {
-		probe["ChangeEventHeader"] = map[string]any{}
-	}
-	return string(w.out), probe, nil
+	return nil
+}
+
+func (p *probe) value(slot int) any {
+	r := reader{in: p.payload, pos: p.offs[slot]}
+	v, _ := r.scalar(p.d.captured[slot].typ) // it was read once already to write the line
+	return v
 }
 
 func (w *writer) value(n *node) error {

@@ -627,9 +627,9 @@ func (s *Source) streamErr(ctx context.Context, stream grpc.BidiStreamingClient[
 func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.ConsumerEvent, pos *position, emit func(ports.Entry) error) error {
 	cp := checkpoint(topic, ev.GetReplayId())
 	// Without transforms or sampling, the fast path writes the line
-	// straight from the payload (rec then holds what time and level read).
+	// straight from the payload.
 	plan := s.spec.Shaper.For(topic)
-	rec, line, datetimes, err := s.schemas.decode(ctx, ev.GetEvent(), plan.Noop())
+	dec, err := s.schemas.decode(ctx, ev.GetEvent(), plan.Noop())
 	switch {
 	case errors.Is(err, ErrUndecodable):
 		s.undecodable.Log(s.log, slog.LevelWarn, s.clock.Now(), topic, "pubsub: skipping an event that does not decode", "topic", topic, "error", err)
@@ -640,7 +640,7 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 	case err != nil:
 		return err
 	}
-	t, ok := eventTime(rec, datetimes)
+	t, ok := eventTime(dec.field, dec.datetimes)
 	switch {
 	case ok:
 		pos.lastTime = t
@@ -659,20 +659,21 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 		if plan.Sampling() {
 			key = hex.EncodeToString(ev.GetReplayId())
 		}
-		if !plan.Keep(key) || !plan.Values(rec) {
+		if !plan.Keep(key) || !plan.Values(dec.rec) {
 			// Dropped or sampled out: its replay id still moves the
 			// checkpoint.
 			return emit(ports.Entry{CheckpointOnly: true, Checkpoint: cp})
 		}
 	}
+	line := dec.line
 	if line == "" {
-		b, err := json.Marshal(rec) // maps marshal with sorted keys
+		b, err := json.Marshal(dec.rec) // maps marshal with sorted keys
 		if err != nil {
 			return fmt.Errorf("salesforce pubsub: %s event %s: %w", topic, ev.GetEvent().GetId(), err)
 		}
 		line = string(b)
 	}
-	return emit(ports.Entry{Time: t, Line: line, Metadata: map[string]string{"level": salesforce.RecordLevel(rec)},
+	return emit(ports.Entry{Time: t, Line: line, Metadata: map[string]string{"level": dec.level()},
 		Labels: map[string]string{"source": "pubsub", "event_type": topic[strings.LastIndexByte(topic, '/')+1:]}, Checkpoint: cp})
 }
 
