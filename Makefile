@@ -20,6 +20,9 @@ KUBE_APISERVER_VERSION := v1.37.2
 VICTORIALOGS_VERSION  := v1.52.2
 HELM_VERSION          := v3.22.0
 PROMTOOL_VERSION      := v0.316.0
+# The release tools (`make release-snapshot`; not needed by `make test`).
+GORELEASER_VERSION    := v2.15.1
+CYCLONEDX_GOMOD_VERSION := v1.10.0
 # The Pub/Sub API code generators (protoc itself is Debian's protobuf-compiler).
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
@@ -160,6 +163,30 @@ soak: test-tools ## The chaos soaks (one lease, and shards) for SOAK each (defau
 .PHONY: demo
 demo: build $(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION) ## Run VictoriaLogs and two replicas with the synthetic source (Ctrl-C stops)
 	./scripts/demo.sh
+
+# Releases: goreleaser builds the archives, checksums and SBOMs from .goreleaser.yaml
+# (the tagged release in .github/workflows/release.yml also pushes the image).
+.PHONY: release-tools
+release-tools: $(BIN)/.goreleaser-$(GORELEASER_VERSION) $(BIN)/.cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
+
+.PHONY: release-snapshot
+release-snapshot: release-tools ## The release for this commit into dist/ (archives, checksums, SBOMs; no tag, upload or image), then its checks
+	goreleaser release --snapshot --clean --skip=docker
+	$(GO) test -count=1 -tags release -run '^TestReleaseSnapshot$$' -v ./test/release/
+
+.PHONY: image-test
+image-test: ## Build deploy/image/Dockerfile with podman from dist/'s linux binary and run the image (after make release-snapshot)
+	$(GO) test -count=1 -tags release -run '^TestImage$$' -v ./test/release/
+
+$(BIN)/.goreleaser-$(GORELEASER_VERSION):
+	mkdir -p $(BIN)
+	CGO_ENABLED=0 GOBIN=$(BIN) $(GO) install -ldflags='-s -w' github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+	touch $@
+
+$(BIN)/.cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION):
+	mkdir -p $(BIN)
+	CGO_ENABLED=0 GOBIN=$(BIN) $(GO) install -ldflags='-s -w' github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+	touch $@
 
 .PHONY: tools
 tools: lint-tools test-tools ## Install pinned tools and test servers into .bin/
