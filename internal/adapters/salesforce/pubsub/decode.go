@@ -217,12 +217,18 @@ func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent, fast b
 		return decoded{}, err
 	}
 	out := decoded{datetimes: schema.datetimes}
-	if fast && schema.fast != nil {
-		out.line, out.probe, err = schema.fast.decode(ev.GetPayload())
+	if schema.fast != nil {
+		// Where the fast path compiled, it reads every payload first, even
+		// for a topic that needs the record: a payload it refuses never
+		// reaches the generic decoder, which allocates a block count no
+		// payload can hold before it fails, and faults (a crash, not a
+		// panic) on a count of -2^63.
+		line, probe, err := schema.fast.decode(ev.GetPayload())
 		switch {
-		case err == nil:
+		case err == nil && fast:
+			out.line, out.probe = line, probe
 			return out, nil
-		case !errors.Is(err, errFallback):
+		case err != nil && !errors.Is(err, errFallback):
 			return decoded{}, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
 		}
 	}
@@ -251,10 +257,15 @@ func decodePayload(schema avro.Schema, payload []byte, v any) (err error) {
 			err = fmt.Errorf("decoder panic: %v", r)
 		}
 	}()
-	r := avro.NewReader(nil, 0).Reset(payload)
+	r := avro.NewReader(nil, 0, avro.WithReaderConfig(genericConfig)).Reset(payload)
 	r.ReadVal(schema, v)
 	return r.Error
 }
+
+// genericConfig bounds what the generic decoder allocates for one array or
+// map to a million items: a Pub/Sub event is at most 1 MB, so only a
+// corrupt or hostile block count asks for more.
+var genericConfig = avro.Config{MaxSliceAllocSize: 1 << 20}.Freeze()
 
 // plain walks v along schema and unwraps the single-key maps the decoder
 // uses for union branches of named types ({"com.sforce.eventbus.Address":

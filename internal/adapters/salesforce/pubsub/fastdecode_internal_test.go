@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 )
 
@@ -389,5 +391,30 @@ func BenchmarkDecodeLine(b *testing.B) {
 	if perEvent[1] > 0 {
 		b.ReportMetric(perEvent[0]/perEvent[1], "generic/fast")
 		fmt.Printf("generic %.0f ns/event, fast %.0f ns/event: %.2fx\n", perEvent[0], perEvent[1], perEvent[0]/perEvent[1])
+	}
+}
+
+// TestHostileBlockCountsNeverReachTheGenericDecoder feeds block counts no
+// payload can hold to a topic on the generic path (transforms or sampling
+// need the record): the event is undecodable, and the process neither
+// allocates the count nor faults (hamba/avro crashes on a count of -2^63).
+func TestHostileBlockCountsNeverReachTheGenericDecoder(t *testing.T) {
+	const schema = `{"type":"record","name":"A","namespace":"test","fields":[
+ {"name":"xs","type":{"type":"array","items":"long"}},
+ {"name":"m","type":{"type":"map","values":"string"}}]}`
+	c := newSchemas(func(context.Context, string) (string, error) { return schema, nil })
+	for name, payload := range map[string][]byte{
+		// zigzag(-2^63), then a block size of 0.
+		"array count -2^63": append([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, 0x00),
+		// 2^35 items of a long each: 256 GiB if allocated.
+		"array count 2^35": {0x80, 0x80, 0x80, 0x80, 0x80, 0x02, 0x00, 0x00},
+		"map count -2^63":  append([]byte{0x00}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00),
+	} {
+		for _, fast := range []bool{false, true} {
+			_, err := c.decode(t.Context(), &eventbus.ProducerEvent{Id: "e", SchemaId: "s", Payload: payload}, fast)
+			if !errors.Is(err, ErrUndecodable) {
+				t.Errorf("%s (fast path allowed: %v): %v, want ErrUndecodable", name, fast, err)
+			}
+		}
 	}
 }
