@@ -6,6 +6,8 @@
 // rename, fsync of the directory). Reads take no lock: renames are atomic.
 // The first write of a Store removes temp files that interrupted writes
 // left behind (older than StaleTempAge). Documents are capped at MaxSize.
+// The lock is an OFD lock on Linux and flock(2) on other Unix systems
+// (macOS), where it holds between processes of one host only (tryLock).
 //
 // Imports: internal/ports and golang.org/x/sys/unix.
 package file
@@ -24,8 +26,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
@@ -313,7 +313,10 @@ func (s *Store) locked(ctx context.Context, op string, f func() error) error {
 
 var errLockTimeout = errors.New("timed out waiting for the write lock")
 
-// lockFile opens (creating with mode) path and takes an exclusive OFD lock,
+// errLockBusy is a lock another open file holds (tryLock).
+var errLockBusy = errors.New("locked by another open file")
+
+// lockFile opens (creating with mode) path and takes an exclusive lock (tryLock),
 // polling until timeout or ctx ends.
 func lockFile(ctx context.Context, path string, mode os.FileMode, timeout time.Duration) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, mode)
@@ -322,13 +325,12 @@ func lockFile(ctx context.Context, path string, mode os.FileMode, timeout time.D
 	}
 	_ = f.Chmod(mode)
 	deadline := time.Now().Add(timeout)
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
 	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+		err := tryLock(f)
 		if err == nil {
 			return f, nil
 		}
-		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
+		if !errors.Is(err, errLockBusy) {
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}

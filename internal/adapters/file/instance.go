@@ -6,8 +6,6 @@ import (
 	"os"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -34,10 +32,9 @@ func LockInstance(path string, mode os.FileMode) (*InstanceLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open instance lock %s: %w", lockPath, err)
 	}
-	lk := unix.Flock_t{Type: unix.F_WRLCK}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+	if err := tryLock(f); err != nil {
 		defer f.Close()
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+		if errors.Is(err, errLockBusy) {
 			holder, _ := os.ReadFile(lockPath)
 			who := strings.TrimSpace(string(holder))
 			if who == "" {
