@@ -164,6 +164,10 @@ soak: test-tools ## The chaos soaks (one lease, and shards) for SOAK each (defau
 demo: build $(BIN)/.victoria-logs-$(VICTORIALOGS_VERSION) ## Run VictoriaLogs and two replicas with the synthetic source (Ctrl-C stops)
 	./scripts/demo.sh
 
+# goreleaser reads no commit from a checkout without a git remote (it gives
+# "none"): there, the snapshot names the project's repository as origin.
+NO_REMOTE := GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=https://github.com/sf2loki/sf2loki
+
 # Releases: goreleaser builds the archives, checksums and SBOMs from .goreleaser.yaml
 # (the tagged release in .github/workflows/release.yml also pushes the image).
 .PHONY: release-tools
@@ -171,7 +175,7 @@ release-tools: $(BIN)/.goreleaser-$(GORELEASER_VERSION) $(BIN)/.cyclonedx-gomod-
 
 .PHONY: release-snapshot
 release-snapshot: release-tools ## The release for this commit into dist/ (archives, checksums, SBOMs; no tag, upload or image), then its checks
-	goreleaser release --snapshot --clean --skip=docker
+	$(if $(shell git remote 2>/dev/null),,$(NO_REMOTE)) goreleaser release --snapshot --clean --skip=docker
 	$(GO) test -count=1 -tags release -run '^TestReleaseSnapshot$$' -v ./test/release/
 
 .PHONY: image-test

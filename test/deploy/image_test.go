@@ -18,14 +18,32 @@ import (
 // every manifest, the chart and the docs run.
 const releaseImage = "ghcr.io/sf2loki/sf2loki"
 
-// imageRef finds container image references: the release image's name with
-// an optional tag, or any other registry path ending in sf2loki/sf2loki.
-var imageRef = regexp.MustCompile(`[a-z0-9.-]+\.[a-z]+(?:/[a-z0-9._-]+)*/sf2loki/sf2loki(?::[A-Za-z0-9._{}$ -]+)?`)
+// imageRef finds references to an sf2loki image in text: a registry host
+// (a dotted name or localhost, with an optional port), a path ending in the
+// repository sf2loki, and its tag or digest.
+var imageRef = regexp.MustCompile(`(?i)(?:^|[\s"'\x60(=])((?:[a-z0-9-]+(?:\.[a-z0-9-]+)+|localhost)(?::\d+)?(?:/[a-z0-9._-]+)*/sf2loki(?:[:@][A-Za-z0-9._{}$<>-]+)?)(?:[\s"'\x60),]|$)`)
+
+// imageValue finds what a manifest runs: the value of an image key (YAML or
+// JSON) or of a Helm values repository.
+var imageValue = regexp.MustCompile(`(?m)^[ \t]*-?[ \t]*"?(?:image|repository)"?[ \t]*:[ \t]*"?([^\s"',]*)`)
 
 // artifactRegistryMirror is the only other form allowed: Cloud Run pulls
 // from Artifact Registry (or Docker Hub), so its example names a remote
 // repository "ghcr" whose upstream is ghcr.io.
 var artifactRegistryMirror = regexp.MustCompile(`^[a-z0-9-]+-docker\.pkg\.dev/[a-z0-9-]+/ghcr/sf2loki/sf2loki(:|$)`)
+
+// releaseRef says whether ref is the release image, with a tag or digest,
+// or its Artifact Registry mirror.
+func releaseRef(ref string) bool {
+	name := ref
+	if i := strings.IndexAny(ref, "@"); i >= 0 {
+		name = ref[:i]
+	}
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return name == releaseImage || artifactRegistryMirror.MatchString(ref)
+}
 
 // TestOneImageName checks that the manifests, the chart, the docs, the
 // release configuration and its workflow all name the image releases
@@ -45,7 +63,7 @@ func TestOneImageName(t *testing.T) {
 			return nil
 		}
 		switch filepath.Ext(path) {
-		case ".yaml", ".yml", ".json", ".md", ".tpl", "":
+		case ".yaml", ".yml", ".json", ".md", ".tpl", ".sh", ".tf", "":
 		default:
 			return nil
 		}
@@ -53,14 +71,27 @@ func TestOneImageName(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, ref := range imageRef.FindAllString(string(b), -1) {
-			name, _, _ := strings.Cut(ref, ":")
-			if host, _, _ := strings.Cut(name, "/"); host == "github.com" || strings.HasSuffix(host, ".githubusercontent.com") {
+		for _, m := range imageRef.FindAllStringSubmatch(string(b), -1) {
+			ref := m[1]
+			if host, _, _ := strings.Cut(ref, "/"); host == "github.com" || strings.HasSuffix(host, ".githubusercontent.com") {
 				continue // the source repository, not an image
 			}
 			seen[rel]++
-			if name != releaseImage && !artifactRegistryMirror.MatchString(ref) {
+			if !releaseRef(ref) {
 				t.Errorf("%s names the image %s; releases publish %s", rel, ref, releaseImage)
+			}
+		}
+		if rel == ".goreleaser.yaml" || strings.HasPrefix(rel, ".github/") {
+			return nil // the release configuration's keys are not images to run
+		}
+		for _, m := range imageValue.FindAllStringSubmatch(string(b), -1) {
+			ref := m[1]
+			if strings.Contains(ref, "{{") || strings.HasPrefix(ref, "$") || strings.HasPrefix(ref, "<") || ref == "" {
+				continue // a template, a variable or a placeholder
+			}
+			seen[rel]++
+			if !releaseRef(ref) {
+				t.Errorf("%s runs the image %s; releases publish %s", rel, ref, releaseImage)
 			}
 		}
 		return nil
@@ -69,7 +100,7 @@ func TestOneImageName(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		".goreleaser.yaml", ".github/workflows/release.yml", "deploy/kubernetes/deployment.yaml",
+		".goreleaser.yaml", "deploy/kubernetes/deployment.yaml",
 		"deploy/ecs-fargate/task-definition.json", "deploy/cloud-run/service.yaml",
 		"deploy/helm/sf2loki/values.yaml", "deploy/README.md",
 	} {
@@ -128,7 +159,8 @@ func TestReleaseDockerfile(t *testing.T) {
 		}
 		listed := false
 		for _, f := range img.ExtraFiles {
-			listed = listed || strings.HasPrefix(f, strings.TrimSuffix(src, "/"))
+			dir := strings.TrimSuffix(src, "/")
+			listed = listed || f == dir || strings.HasPrefix(f, dir+"/")
 		}
 		if !listed {
 			t.Errorf("%s copies %s, which dockers_v2.extra_files does not put in the build context", img.Dockerfile, src)

@@ -69,9 +69,11 @@ func TestImage(t *testing.T) {
 			Entrypoint   []string
 			Cmd          []string
 			ExposedPorts map[string]any
-			Healthcheck  *struct{ Test []string }
+			Healthcheck  *healthcheck
 		}
-		RootFS struct{ Layers []string }
+		// podman reports a docker-format image's health check here.
+		Healthcheck *healthcheck
+		RootFS      struct{ Layers []string }
 	}
 	if err := json.Unmarshal([]byte(podman(t, "image", "inspect", tag)), &inspect); err != nil || len(inspect) != 1 {
 		t.Fatalf("podman image inspect: %v", err)
@@ -81,8 +83,12 @@ func TestImage(t *testing.T) {
 		!slices.Equal(c.Cmd, []string{"run", "--config", "/etc/sf2loki/config.yaml"}) || c.ExposedPorts["8080/tcp"] == nil {
 		t.Errorf("image configuration %+v: want uid 10001, the sf2loki entrypoint, run --config /etc/sf2loki/config.yaml, port 8080", c)
 	}
-	if c.Healthcheck == nil || !slices.Equal(c.Healthcheck.Test, []string{"CMD", "/usr/local/bin/sf2loki", "health"}) {
-		t.Errorf("health check %+v, want CMD /usr/local/bin/sf2loki health", c.Healthcheck)
+	hc := c.Healthcheck
+	if hc == nil {
+		hc = inspect[0].Healthcheck
+	}
+	if hc == nil || !slices.Equal(hc.Test, []string{"CMD", "/usr/local/bin/sf2loki", "health"}) {
+		t.Errorf("health check %+v, want CMD /usr/local/bin/sf2loki health", hc)
 	}
 	if inspect[0].Architecture != runtime.GOARCH {
 		t.Errorf("image architecture %s, want %s", inspect[0].Architecture, runtime.GOARCH)
@@ -136,6 +142,8 @@ sink:
 	}
 	t.Logf("the daemon in the image leads and is healthy: %s", strings.TrimSpace(health))
 }
+
+type healthcheck struct{ Test []string }
 
 // runArgs is `podman run` with explicit resource limits (the runtime then
 // sets what it was asked, never the host's own limits) and no network.

@@ -51,7 +51,7 @@ var platforms = []struct{ goos, goarch string }{
 
 // inArchive are the files every archive holds beside the binary.
 var inArchive = []string{"README.md", "configs/sf2loki.example.yaml", "configs/sf2loki.schema.json",
-	"docs/operations.md", "deploy/prometheus/sf2loki-rules.yaml"}
+	"docs/operations.md", "deploy/prometheus/sf2loki-rules.yaml", "deploy/grafana/sf2loki-health.json"}
 
 func dist(t *testing.T) (root string, meta metadata, arts []artifact) {
 	t.Helper()
@@ -239,9 +239,16 @@ func checkBinary(t *testing.T, path, goos, goarch string) {
 // and lists the modules linked into the binary.
 func checkSBOM(t *testing.T, arts []artifact, meta metadata, goos, goarch string) {
 	t.Helper()
-	a := find(arts, "SBOM", goos, goarch)
+	// goreleaser records an SBOM without its platform: find it by name.
+	var a *artifact
+	name := "sf2loki_" + meta.Version + "_" + goos + "_" + goarch + ".cdx.json"
+	for i := range arts {
+		if arts[i].Type == "SBOM" && arts[i].Name == name {
+			a = &arts[i]
+		}
+	}
 	if a == nil {
-		t.Fatalf("no SBOM for %s/%s", goos, goarch)
+		t.Fatalf("no SBOM %s among the artifacts", name)
 	}
 	var bom struct {
 		BOMFormat string `json:"bomFormat"`
