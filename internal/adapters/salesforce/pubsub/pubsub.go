@@ -359,6 +359,25 @@ type position struct {
 	// lastTime is the time of the last event handed to the pipeline from
 	// this position on (zero: none yet), for an event that carries no time.
 	lastTime time.Time
+	// labels and metadata are the topic's entry maps, one labels map and
+	// one metadata map per level, shared by its entries (read-only once
+	// made, as every entry's maps are).
+	labels   map[string]string
+	metadata map[string]map[string]string
+}
+
+// entryMaps returns the topic's shared labels and the metadata of level.
+func (p *position) entryMaps(topic, level string) (labels, metadata map[string]string) {
+	if p.labels == nil {
+		p.labels = map[string]string{"source": "pubsub", "event_type": topic[strings.LastIndexByte(topic, '/')+1:]}
+		p.metadata = map[string]map[string]string{}
+	}
+	md, ok := p.metadata[level]
+	if !ok {
+		md = map[string]string{"level": level}
+		p.metadata[level] = md
+	}
+	return p.labels, md
 }
 
 // start reads the stored replay id; an unreadable one starts from the
@@ -673,8 +692,8 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 		}
 		line = string(b)
 	}
-	return emit(ports.Entry{Time: t, Line: line, Metadata: map[string]string{"level": dec.level()},
-		Labels: map[string]string{"source": "pubsub", "event_type": topic[strings.LastIndexByte(topic, '/')+1:]}, Checkpoint: cp})
+	labels, metadata := pos.entryMaps(topic, dec.level())
+	return emit(ports.Entry{Time: t, Line: line, Metadata: metadata, Labels: labels, Checkpoint: cp})
 }
 
 func checkpoint(topic string, replayID []byte) ports.Checkpoint {
