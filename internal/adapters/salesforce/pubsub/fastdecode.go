@@ -10,9 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/jsonstr"
 )
 
 // The fast path: an event schema compiled once into a decoder that reads
@@ -203,7 +204,7 @@ func (c *compiler) compile(s avro.Schema) (*node, error) {
 	case *avro.EnumSchema:
 		n := &node{kind: kEnum, symbols: x.Symbols(), minSize: 1}
 		for _, sym := range x.Symbols() {
-			n.quoted = append(n.quoted, appendJSONString(nil, sym))
+			n.quoted = append(n.quoted, jsonstr.Append(nil, sym))
 		}
 		return n, nil
 	case *avro.FixedSchema:
@@ -264,7 +265,7 @@ func (c *compiler) record(x *avro.RecordSchema) (*node, error) {
 			return nil, err
 		}
 		names[i] = f.Name()
-		n.fields = append(n.fields, field{key: append(appendJSONString(nil, f.Name()), ':'), typ: t, capture: -1})
+		n.fields = append(n.fields, field{key: append(jsonstr.Append(nil, f.Name()), ':'), typ: t, capture: -1})
 		n.order = append(n.order, i)
 		n.minSize += t.minSize
 	}
@@ -538,7 +539,7 @@ func (w *writer) value(n *node) error {
 		if err != nil {
 			return err
 		}
-		w.out = appendJSONString(w.out, b)
+		w.out = jsonstr.Append(w.out, b)
 	case kBytes:
 		b, err := w.readBytes()
 		if err != nil {
@@ -701,73 +702,10 @@ func (w *writer) mapValue(n *node) error {
 			w.out = append(w.out, ',')
 		}
 		first = false
-		w.out = append(append(appendJSONString(w.out, e.key), ':'), w.out[e.val.start:e.val.end]...)
+		w.out = append(append(jsonstr.Append(w.out, e.key), ':'), w.out[e.val.start:e.val.end]...)
 	}
 	w.out = append(w.out, '}')
 	w.out = w.out[:start+copy(w.out[start:], w.out[mid:])]
 	w.ents = w.ents[:base]
 	return nil
 }
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as encoding/json writes a string with HTML
-// escaping: <, > and & as \u00XX, control characters escaped, invalid
-// UTF-8 as \ufffd, U+2028 and U+2029 escaped.
-func appendJSONString[T []byte | string](dst []byte, s T) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if htmlSafe[b] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		n := min(len(s)-i, utf8.UTFMax)
-		c, size := utf8.DecodeRuneInString(string(s[i : i+n]))
-		if c == utf8.RuneError && size == 1 {
-			dst = append(append(dst, s[start:i]...), `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(append(dst, s[start:]...), '"')
-}
-
-// htmlSafe are the ASCII bytes encoding/json writes as they are with HTML
-// escaping on.
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
-	for b := 0x20; b < utf8.RuneSelf; b++ {
-		t[b] = b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
-	}
-	return t
-}()
