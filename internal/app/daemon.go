@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -194,7 +195,8 @@ func (d *Daemon) fail(err error) {
 	}
 }
 
-// Handler serves /healthz, /readyz, /metrics and /statusz.
+// Handler serves /healthz, /readyz, /metrics and /statusz, and with
+// service.pprof the runtime profiles under /debug/pprof/.
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
@@ -216,6 +218,13 @@ func (d *Daemon) Handler() http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(d.Status())
 	})
+	if d.cfg.Service.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

@@ -160,3 +160,24 @@ func TestALeaderWhosePushesFailTooLongIsNotReady(t *testing.T) {
 		cleanup()
 	}
 }
+
+// The runtime profiles are served only when service.pprof asks for them.
+func TestPprofOnlyWhenAskedFor(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		cfg := testConfig(config.CoordinateFileLease)
+		cfg.Service.Pprof = on
+		d, cleanup, err := Build(t.Context(), cfg, Overrides{LeaseStore: porttest.NewMemoryCAS("lease"), StateStore: porttest.NewMemoryCAS("state"),
+			Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := d.Handler()
+		for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/symbol"} {
+			code, body := get(t, h, path)
+			if served := code == 200; served != on {
+				t.Errorf("service.pprof %v: %s answered %d %.80q", on, path, code, body)
+			}
+		}
+		cleanup()
+	}
+}

@@ -324,6 +324,7 @@ type Service struct {
 	UnreadyAfterSinkFailing time.Duration `yaml:"unready_after_sink_failing" mapstructure:"unready_after_sink_failing" default:"15m" min:"1m" max:"24h" zero:"allowed" doc:"The leader's /readyz answers 503 once every push to Loki has failed for this long (the entries are held and retried, nothing is lost; an orchestrator or an alert should see it). 0 keeps the leader ready however long Loki fails."`
 	LogLevel                string        `yaml:"log_level" mapstructure:"log_level" default:"info" enum:"debug,info,warn,error" doc:"Minimum log level."`
 	LogFormat               string        `yaml:"log_format" mapstructure:"log_format" default:"json" enum:"json,text" doc:"Log format."`
+	Pprof                   bool          `yaml:"pprof" mapstructure:"pprof" default:"false" doc:"Serve Go's runtime profiles (net/http/pprof) under /debug/pprof/ on service.health_addr, to profile a running replica: go tool pprof http://<health_addr>/debug/pprof/profile?seconds=30 (CPU), …/heap (memory). Off by default: the profiles show the process's internals (stacks, and in the heap profile allocation sites, not values), a CPU profile costs a few percent while it runs, and anyone who reaches health_addr can take them."`
 
 	Telemetry ServiceTelemetry `yaml:"telemetry" mapstructure:"telemetry" doc:"Metrics pushed over OTLP/HTTP (protobuf), e.g. to Grafana Cloud, beside /metrics (docs/operations.md, OTLP metrics push). Off by default."`
 }
