@@ -176,7 +176,7 @@ release-tools: $(BIN)/.goreleaser-$(GORELEASER_VERSION) $(BIN)/.cyclonedx-gomod-
 .PHONY: release-snapshot
 release-snapshot: release-tools ## The release for this commit into dist/ (archives, checksums, SBOMs; no tag, upload or image), then its checks
 	$(if $(shell git remote 2>/dev/null),,$(NO_REMOTE)) goreleaser release --snapshot --clean --skip=docker
-	$(GO) test -count=1 -tags release -run '^TestReleaseSnapshot$$' -v ./test/release/
+	$(GO) test -count=1 -tags release -run '^(TestReleaseSnapshot|TestReadmeInstall)$$' -v ./test/release/
 
 .PHONY: image-test
 image-test: ## Build deploy/image/Dockerfile with podman from dist/'s linux binary and run the image (after make release-snapshot)

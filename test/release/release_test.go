@@ -335,3 +335,60 @@ func keys(m map[string][]byte) []string {
 	}
 	return ks
 }
+
+// TestReadmeInstall runs the README's install commands on the snapshot's
+// files, as a user runs them on a release's: the checksum check, the
+// archive for this machine, the binary's version. The image's line is
+// checked for what TestImage runs: the configuration at
+// /etc/sf2loki/config.yaml, the state in /var/lib/sf2loki, port 8080, the
+// release image.
+func TestReadmeInstall(t *testing.T) {
+	_, meta, arts := dist(t)
+	var block string
+	for _, b := range testenv.CodeBlocks(t, "README.md", "sh") {
+		if strings.Contains(b, "checksums.txt") {
+			block = b
+		}
+	}
+	if block == "" {
+		t.Fatal("README.md has no install block (one naming checksums.txt)")
+	}
+	dir := t.TempDir()
+	for _, a := range arts {
+		if a.Type == "Archive" || a.Type == "Checksum" {
+			copyFile(t, a.Path, filepath.Join(dir, a.Name), 0o644)
+		}
+	}
+	ran := 0
+	for _, line := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
+		cmd, _, _ := strings.Cut(line, " #")
+		cmd = strings.TrimSpace(cmd)
+		if cmd == "" {
+			continue
+		}
+		if strings.HasPrefix(cmd, "docker run ") {
+			for _, want := range []string{":/etc/sf2loki/config.yaml:ro", " -v sf2loki-state:/var/lib/sf2loki ", " -p 8080:8080 ", " ghcr.io/sf2loki/sf2loki:<version>"} {
+				if !strings.Contains(cmd+" ", want) {
+					t.Errorf("the README's %q lacks %q, which the image (TestImage) needs", cmd, want)
+				}
+			}
+			continue
+		}
+		cmd = strings.ReplaceAll(cmd, "<version>", meta.Version)
+		cmd = strings.ReplaceAll(cmd, "linux_amd64", "linux_"+runtime.GOARCH)
+		c := exec.Command("sh", "-c", cmd)
+		c.Dir = dir
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("README: %s: %v\n%s", cmd, err, out)
+		}
+		if strings.HasSuffix(cmd, " version") && !strings.Contains(string(out), "sf2loki "+meta.Version+"\n") {
+			t.Errorf("README: %s printed\n%s\nwant version %s", cmd, out, meta.Version)
+		}
+		t.Logf("$ %s\n%s", cmd, out)
+		ran++
+	}
+	if ran < 3 {
+		t.Fatalf("ran %d README install commands, want the checksum check, the unpacking and the version", ran)
+	}
+}
