@@ -136,22 +136,29 @@ func busyLeaderSeries(t *testing.T) (scrape func() map[string]bool) {
 func TestRuleMetricsExist(t *testing.T) {
 	used := ruleMetrics(t)
 
-	have := busyLeaderSeries(t)()
+	requireExported(t, rulesFile+" uses", "used by", used, busyLeaderSeries(t)())
+}
 
+// requireExported fails naming every metric in used (each with where it is
+// used) that the scraped series have does not hold, and lists what
+// /metrics exports.
+func requireExported(t *testing.T, who, where string, used map[string][]string, have map[string]bool) {
+	t.Helper()
 	var missing []string
 	for _, name := range slices.Sorted(maps.Keys(used)) {
 		if !have[name] {
-			missing = append(missing, name+" (used by "+strings.Join(used[name], ", ")+")")
+			missing = append(missing, name+" ("+where+" "+strings.Join(used[name], ", ")+")")
 		}
 	}
-	if len(missing) > 0 {
-		var names []string
-		for n := range have {
-			if strings.HasPrefix(n, "sf2loki_") {
-				names = append(names, n)
-			}
-		}
-		slices.Sort(names)
-		t.Fatalf("%s uses metrics /metrics does not export:\n  %s\nexported: %s", rulesFile, strings.Join(missing, "\n  "), strings.Join(names, " "))
+	if len(missing) == 0 {
+		return
 	}
+	var names []string
+	for n := range have {
+		if strings.HasPrefix(n, "sf2loki_") {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	t.Fatalf("%s metrics /metrics does not export:\n  %s\nexported: %s", who, strings.Join(missing, "\n  "), strings.Join(names, " "))
 }
