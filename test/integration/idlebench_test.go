@@ -6,10 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -175,26 +173,9 @@ func sampleIdle(b *testing.B, d *daemon) idleMemory {
 // /proc/<pid>/status, in MiB, in the order asked.
 func procStatusMiB(b *testing.B, pid int, fields ...string) []float64 {
 	b.Helper()
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	out := make([]float64, len(fields))
-	found := 0
-	for line := range strings.Lines(string(data)) {
-		for i, f := range fields {
-			if v, ok := strings.CutPrefix(line, f+":"); ok {
-				kb, err := strconv.Atoi(strings.Fields(v)[0])
-				if err != nil {
-					b.Fatalf("/proc/%d/status: %q: %v", pid, line, err)
-				}
-				out[i] = float64(kb) / 1024
-				found++
-			}
-		}
-	}
-	if found != len(fields) {
-		b.Fatalf("/proc/%d/status lacks one of %v", pid, fields)
+	for i, f := range fields {
+		out[i] = float64(procStatusKiB(b, pid, f)) / 1024
 	}
 	return out
 }
