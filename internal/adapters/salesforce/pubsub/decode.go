@@ -200,12 +200,15 @@ func (d *decoded) level() string {
 	if d.line == "" {
 		return salesforce.RecordLevel(d.rec)
 	}
-	return salesforce.Level(func(k string) string {
-		if v := d.field(k); v != nil {
-			return fmt.Sprint(v)
-		}
-		return ""
-	})
+	return salesforce.Level(d.probe.text)
+}
+
+// time is the event's time (eventTime).
+func (d *decoded) time() (time.Time, bool) {
+	if d.line == "" {
+		return eventTime(d.field, d.datetimes)
+	}
+	return d.probe.eventTime(d.datetimes)
 }
 
 // decode decodes an event's Avro payload: with fast set and a schema the

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hamba/avro/v2"
 
@@ -431,9 +432,9 @@ func (r *reader) scalar(n *node) (any, error) {
 type writer struct {
 	reader
 	out   []byte
-	spans []span            // record fields' values in out, a stack
-	ents  []mapEntry        // map entries, a stack
-	caps  *[maxCaptured]int // captured fields' offsets in the payload
+	spans []span           // record fields' values in out, a stack
+	ents  []mapEntry       // map entries, a stack
+	caps  [maxCaptured]int // captured fields' offsets in the payload
 }
 
 type span struct{ start, end int }
@@ -451,11 +452,13 @@ var writers = sync.Pool{New: func() any { return &writer{} }}
 func (d *fastDecoder) decode(payload []byte) (line string, p probe, err error) {
 	w, _ := writers.Get().(*writer)
 	defer writers.Put(w)
-	w.in, w.pos, w.out, w.spans, w.ents, w.caps = payload, 0, w.out[:0], w.spans[:0], w.ents[:0], &p.offs
+	w.in, w.pos, w.out, w.spans, w.ents = payload, 0, w.out[:0], w.spans[:0], w.ents[:0]
 	if err := w.value(d.root); err != nil {
 		return "", probe{}, err
 	}
-	p.d, p.payload = d, payload
+	// The offsets are copied out of the pooled writer, so that the probe
+	// returned by value stays off the heap.
+	p.d, p.payload, p.offs = d, payload, w.caps
 	return string(w.out), p, nil
 }
 
@@ -485,6 +488,110 @@ func (p *probe) field(name string) any {
 		}
 	}
 	return nil
+}
+
+// text is fmt.Sprint of a top-level field's value as the generic path
+// decodes it, "" when absent or null (what salesforce.RecordLevel hands
+// salesforce.Level), without boxing the value.
+func (p *probe) text(name string) string {
+	if name == "ChangeEventHeader" && p.d.header != -1 {
+		return fmt.Sprint(p.field(name))
+	}
+	for slot, c := range p.d.captured {
+		if c.name == name && slot != p.d.header {
+			r := reader{in: p.payload, pos: p.offs[slot]}
+			return r.text(c.typ)
+		}
+	}
+	return ""
+}
+
+// text reads a value of a scalar node as fmt.Sprint writes the value
+// scalar returns ("" for null).
+func (r *reader) text(n *node) string {
+	switch n.kind {
+	case kNull:
+		return ""
+	case kBool:
+		b, _ := r.fixed(1) // it was read once already to write the line
+		return strconv.FormatBool(b[0] == 1)
+	case kInt:
+		v, _ := r.readInt()
+		return strconv.Itoa(int(v))
+	case kLong:
+		v, _ := r.readLong()
+		return strconv.FormatInt(v, 10)
+	case kString:
+		b, _ := r.readBytes()
+		return string(b)
+	case kEnum:
+		i, _ := r.readInt()
+		return n.symbols[i]
+	case kUnion:
+		i, _ := r.readInt()
+		return r.text(n.union[i])
+	}
+	v, _ := r.scalar(n) // floats and bytes, as fmt.Sprint writes them
+	return fmt.Sprint(v)
+}
+
+// eventTime is eventTime(p.field, datetimes) without boxing the values
+// read: the captured fields are typed by the schema.
+func (p *probe) eventTime(datetimes []string) (time.Time, bool) {
+	if p.d.header != -1 { // a ChangeEventHeader: its commitTimestamp, or none
+		if p.d.header < 0 {
+			return time.Time{}, false
+		}
+		return p.time(p.d.header)
+	}
+	for _, f := range [...]string{"EventDate", "CreatedDate"} {
+		if t, ok := p.fieldTime(f); ok {
+			return t, true
+		}
+	}
+	for _, f := range datetimes {
+		if t, ok := p.fieldTime(f); ok {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// fieldTime is timeOf(p.field(name)).
+func (p *probe) fieldTime(name string) (time.Time, bool) {
+	if name == "ChangeEventHeader" && p.d.header != -1 {
+		return time.Time{}, false // a record, not a time
+	}
+	for slot, c := range p.d.captured {
+		if c.name == name && slot != p.d.header {
+			return p.time(slot)
+		}
+	}
+	return time.Time{}, false
+}
+
+// time is timeOf(p.value(slot)).
+func (p *probe) time(slot int) (time.Time, bool) {
+	r := reader{in: p.payload, pos: p.offs[slot]}
+	return r.time(p.d.captured[slot].typ)
+}
+
+// time reads a value of a scalar node as timeOf reads the value scalar
+// returns: a long as epoch milliseconds, a string as RFC 3339.
+func (r *reader) time(n *node) (time.Time, bool) {
+	switch n.kind {
+	case kLong:
+		x, _ := r.readLong() // it was read once already to write the line
+		return time.UnixMilli(x).UTC(), x > 0
+	case kString:
+		b, _ := r.readBytes()
+		t, err := time.Parse(time.RFC3339Nano, string(b))
+		return t.UTC(), err == nil
+	case kUnion:
+		i, _ := r.readInt()
+		return r.time(n.union[i])
+	}
+	return time.Time{}, false
 }
 
 func (p *probe) value(slot int) any {

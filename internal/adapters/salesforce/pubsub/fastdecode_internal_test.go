@@ -112,6 +112,9 @@ func sameAsGeneric(t testing.TB, s *eventSchema, payload []byte) {
 	if fok != gok || !ft.Equal(gt) {
 		t.Fatalf("fast time %v %v, generic %v %v (%s)", ft, fok, gt, gok, want)
 	}
+	if pt, pok := fast.time(); pok != gok || !pt.Equal(gt) {
+		t.Fatalf("fast time without boxing %v %v, generic %v %v (%s)", pt, pok, gt, gok, want)
+	}
 	if fl, gl := fast.level(), generic.level(); fl != gl {
 		t.Fatalf("fast level %s, generic %s (%s)", fl, gl, want)
 	}
@@ -358,7 +361,7 @@ func BenchmarkDecodeLine(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				_, _ = eventTime(d.field, s.datetimes)
+				_, _ = d.time()
 				_ = d.level()
 			}
 			perEvent[i] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)

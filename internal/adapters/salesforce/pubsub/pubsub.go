@@ -566,6 +566,8 @@ func (s *Source) stream(ctx context.Context, topic string, pos *position, emit f
 		return false, s.streamErr(ctx, stream, tok, err)
 	}
 	pending := n
+	key := KeyPrefix + topic
+	var values []string // the checkpoint values of a response's events
 	watchdog := s.clock.NewTimer(s.spec.StallTimeout)
 	defer watchdog.Stop()
 	go func() {
@@ -584,8 +586,10 @@ func (s *Source) stream(ctx context.Context, topic string, pos *position, emit f
 		}
 		delivered = true
 		pending -= int32(len(resp.GetEvents())) //nolint:gosec // at most 100
-		for _, ev := range resp.GetEvents() {
-			if err := s.handle(ctx, topic, ev, pos, emit); err != nil {
+		values = checkpointValues(values[:0], resp.GetEvents())
+		for i, ev := range resp.GetEvents() {
+			cp := ports.Checkpoint{Key: key, Value: values[i]}
+			if err := s.handle(ctx, topic, ev, cp, pos, emit); err != nil {
 				return delivered, err
 			}
 			pos.replayID = ev.GetReplayId()
@@ -643,8 +647,9 @@ func (s *Source) streamErr(ctx context.Context, stream grpc.BidiStreamingClient[
 // takes the time of the last event handed over on the topic; only one that
 // no timed event preceded since the topic was followed (or fell back to
 // EARLIEST) takes the time it arrived, logged once per topic.
-func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.ConsumerEvent, pos *position, emit func(ports.Entry) error) error {
-	cp := checkpoint(topic, ev.GetReplayId())
+//
+// cp is the event's checkpoint: its replay id (checkpoint).
+func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.ConsumerEvent, cp ports.Checkpoint, pos *position, emit func(ports.Entry) error) error {
 	// Without transforms or sampling, the fast path writes the line
 	// straight from the payload.
 	plan := s.spec.Shaper.For(topic)
@@ -659,7 +664,7 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 	case err != nil:
 		return err
 	}
-	t, ok := eventTime(dec.field, dec.datetimes)
+	t, ok := dec.time()
 	switch {
 	case ok:
 		pos.lastTime = t
@@ -698,4 +703,28 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 
 func checkpoint(topic string, replayID []byte) ports.Checkpoint {
 	return ports.Checkpoint{Key: KeyPrefix + topic, Value: base64.StdEncoding.EncodeToString(replayID)}
+}
+
+// checkpointValues appends to dst the checkpoint value of each event
+// (checkpoint's: the standard base64 of its replay id), all substrings of
+// one string encoded at once: a response's values cost one allocation, not
+// one per event. The string lives as long as any of its values (the
+// pipeline keeps the latest per key): at most a response's replay ids.
+func checkpointValues(dst []string, events []*eventbus.ConsumerEvent) []string {
+	n := 0
+	for _, ev := range events {
+		n += base64.StdEncoding.EncodedLen(len(ev.GetReplayId()))
+	}
+	buf := make([]byte, 0, n)
+	for _, ev := range events {
+		buf = base64.StdEncoding.AppendEncode(buf, ev.GetReplayId())
+	}
+	all := string(buf)
+	at := 0
+	for _, ev := range events {
+		next := at + base64.StdEncoding.EncodedLen(len(ev.GetReplayId()))
+		dst = append(dst, all[at:next])
+		at = next
+	}
+	return dst
 }
