@@ -516,15 +516,20 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 	plan := s.spec.Shaper.For(t)
 	entries := newELFEntries(t, f.logDate, key, before, s.spec.Types[t])
 	err = ReadEventLogFile(body, func(r Row) error {
-		if !plan.Noop() {
-			if plan.Sampling() && !plan.Keep(elfSampleKey(r.Fields)) {
+		var e ports.Entry
+		var err error
+		if plan.Noop() {
+			e, err = entries.entry(r)
+		} else {
+			if plan.Sampling() && !plan.Keep(elfSampleKey(r)) {
 				return nil
 			}
-			if !plan.Strings(r.Fields) {
+			fields := r.Fields()
+			if !plan.Strings(fields) {
 				return nil
 			}
+			e, err = entries.entryOf(fields, r.Time)
 		}
-		e, err := entries.entry(r)
 		if err != nil {
 			return err
 		}
@@ -594,12 +599,11 @@ func (s *ELFSource) open(ctx context.Context, t string, f elfFile) (io.Reader, f
 
 // elfSampleKey is what sampling decides a row by: its REQUEST_ID, else
 // the whole row as read (its JSON, keys sorted).
-func elfSampleKey(fields map[string]string) string {
-	if id := fields["REQUEST_ID"]; id != "" {
+func elfSampleKey(r Row) string {
+	if id := r.Field("REQUEST_ID"); id != "" {
 		return id
 	}
-	b, _ := json.Marshal(fields)
-	return string(b)
+	return string(r.appendJSON(nil))
 }
 
 // elfEntries builds the entries of one file's rows. The entries share one
@@ -611,8 +615,8 @@ type elfEntries struct {
 	ts                 ELFTypeSpec
 	labels             map[string]string
 	meta               map[string]map[string]string // by level
-	// keys are the previous row's columns, sorted; line is the scratch
-	// buffer of the JSON line.
+	// keys are the previous transformed row's columns, sorted (see
+	// appendFieldsJSON); line is the scratch buffer of the JSON line.
 	keys []string
 	line []byte
 }
@@ -627,12 +631,24 @@ func newELFEntries(t string, logDate time.Time, key, checkpoint string, ts ELFTy
 // which a file regenerated in place keeps (its CreatedDate changes): every
 // copy of a row is the same entry, and the copies collapse in Loki.
 func (b *elfEntries) entry(r Row) (ports.Entry, error) {
-	b.line = appendFieldsJSON(b.line[:0], r.Fields, &b.keys)
-	at := r.Time
+	b.line = r.appendJSON(b.line[:0])
+	return b.finish(r.Time, r.Field), nil
+}
+
+// entryOf is entry for a row whose fields the transforms rewrote: fields,
+// at the time the row had as read.
+func (b *elfEntries) entryOf(fields map[string]string, at time.Time) (ports.Entry, error) {
+	b.line = appendFieldsJSON(b.line[:0], fields, &b.keys)
+	return b.finish(at, func(k string) string { return fields[k] }), nil
+}
+
+// finish makes the entry of the JSON line in b.line, whose fields get
+// returns.
+func (b *elfEntries) finish(at time.Time, get func(string) string) ports.Entry {
 	if at.IsZero() {
 		at = b.logDate
 	}
-	level := Level(func(k string) string { return r.Fields[k] })
+	level := Level(get)
 	e := ports.Entry{Time: at, Line: string(b.line), Labels: b.labels, Checkpoint: ports.Checkpoint{Key: b.key, Value: b.checkpoint}}
 	if len(b.ts.Metadata) == 0 {
 		e.Metadata = b.meta[level]
@@ -643,19 +659,19 @@ func (b *elfEntries) entry(r Row) (ports.Entry, error) {
 	} else {
 		e.Metadata = map[string]string{"level": level}
 		for _, c := range b.ts.Metadata {
-			if v := r.Fields[c]; v != "" {
+			if v := get(c); v != "" {
 				e.Metadata[c] = v
 			}
 		}
 	}
 	own := false
 	for _, c := range b.ts.Labels {
-		if v := r.Fields[c]; v != "" {
+		if v := get(c); v != "" {
 			if !own {
 				e.Labels, own = maps.Clone(b.labels), true
 			}
 			e.Labels[c] = v
 		}
 	}
-	return e, nil
+	return e
 }

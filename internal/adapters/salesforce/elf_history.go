@@ -95,10 +95,17 @@ func (s *ELFSource) ReadHistory(ctx context.Context, f HistoryFile, emit func(po
 	entries := newELFEntries(f.EventType, f.LogDate, "", "", s.spec.Types[f.EventType])
 	var emitErr error
 	err = ReadEventLogFile(body, func(r Row) error {
-		if !plan.Noop() && !plan.Strings(r.Fields) {
-			return nil // dropped by a drop_row transform
+		var e ports.Entry
+		var err error
+		if plan.Noop() {
+			e, err = entries.entry(r)
+		} else {
+			fields := r.Fields()
+			if !plan.Strings(fields) {
+				return nil // dropped by a drop_row transform
+			}
+			e, err = entries.entryOf(fields, r.Time)
 		}
-		e, err := entries.entry(r)
 		if err != nil {
 			return err
 		}

@@ -18,7 +18,7 @@ func benchELFRows(b *testing.B, n int) []Row {
 		sb.WriteString("API,20261128100000.123,4exLFFQZ1234" + strings.Repeat("x", i%3) + ",00D000000000001,005000000000001,42,17,/services/data/v60.0/query,Wr0ngKey,LoginKey1,Standard,S,12345678,203.0.113.7,R,60.0,query,Account,200,\"SELECT Id, Name\r\nFROM Account WHERE Id = '<1>' & x\",2026-11-28T10:00:00.123Z,005000000000001AAA\r\n")
 	}
 	var rows []Row
-	if err := ReadEventLogFile(strings.NewReader(sb.String()), func(r Row) error { rows = append(rows, r); return nil }); err != nil {
+	if err := ReadEventLogFile(strings.NewReader(sb.String()), func(r Row) error { rows = append(rows, r.Clone()); return nil }); err != nil {
 		b.Fatal(err)
 	}
 	return rows

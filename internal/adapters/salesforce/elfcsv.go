@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"time"
+
+	"github.com/sf2loki/sf2loki/internal/adapters/jsonstr"
 )
 
 // MaxCSVField is the largest field an EventLogFile row may carry. A longer
@@ -18,17 +21,131 @@ const MaxCSVField = 1 << 20
 // ErrFieldTooLarge reports a CSV field above MaxCSVField.
 var ErrFieldTooLarge = errors.New("eventlogfile: a CSV field exceeds 1 MiB")
 
-// Row is one EventLogFile row: the header's columns and the row time.
+// Row is one EventLogFile row: its values, in the order of the file's
+// header, and the row time. Its fields are read by name (Field, Lookup) or
+// as a map (Fields), built only when asked. A column named twice in the
+// header gives the name the value of its last column, as a map filled in
+// column order would.
+//
+// A Row is valid only during the emit call it is passed to: the reader
+// reuses the slice of values for the next row (the values themselves are
+// strings of their own and may be kept). Clone returns a Row that may be
+// kept.
 type Row struct {
-	Fields map[string]string
+	cols *columns
+	vals []string
 	// Time is TIMESTAMP_DERIVED, else TIMESTAMP, else zero.
 	Time time.Time
+}
+
+// columns is a file's header, shared by its rows.
+type columns struct {
+	names []string       // as in the header
+	index map[string]int // each name's column: the last one of a name written twice
+	// sorted are the columns of the distinct names in name order (bytewise,
+	// as encoding/json sorts a map's keys), and prefix each one's name as
+	// JSON, preceded by { for the first and , for the others, followed by :
+	sorted []int
+	prefix []string
+	// derived and stamp are the columns of TIMESTAMP_DERIVED and TIMESTAMP
+	// (-1: absent).
+	derived, stamp int
+}
+
+func newColumns(names []string) *columns {
+	c := &columns{names: names, index: make(map[string]int, len(names)), derived: -1, stamp: -1}
+	for i, n := range names {
+		c.index[n] = i
+	}
+	keys := slices.Sorted(maps.Keys(c.index))
+	c.sorted, c.prefix = make([]int, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		c.sorted[i] = c.index[k]
+		sep := byte(',')
+		if i == 0 {
+			sep = '{'
+		}
+		c.prefix[i] = string(append(jsonstr.Append([]byte{sep}, k), ':'))
+	}
+	if i, ok := c.index["TIMESTAMP_DERIVED"]; ok {
+		c.derived = i
+	}
+	if i, ok := c.index["TIMESTAMP"]; ok {
+		c.stamp = i
+	}
+	return c
+}
+
+// Field returns the value of the column name, "" when the row has none.
+func (r Row) Field(name string) string {
+	v, _ := r.Lookup(name)
+	return v
+}
+
+// Lookup returns the value of the column name and whether the row has one.
+func (r Row) Lookup(name string) (string, bool) {
+	if r.cols == nil {
+		return "", false
+	}
+	i, ok := r.cols.index[name]
+	if !ok {
+		return "", false
+	}
+	return r.vals[i], true
+}
+
+// Len returns the number of the row's fields: its distinct column names.
+func (r Row) Len() int {
+	if r.cols == nil {
+		return 0
+	}
+	return len(r.cols.sorted)
+}
+
+// Fields returns the row's fields as a new map, the caller's to change.
+func (r Row) Fields() map[string]string {
+	m := make(map[string]string, r.Len())
+	if r.cols != nil {
+		for k, i := range r.cols.index {
+			m[k] = r.vals[i]
+		}
+	}
+	return m
+}
+
+// Clone returns a copy of r that stays valid after the emit call.
+func (r Row) Clone() Row {
+	r.vals = slices.Clone(r.vals)
+	return r
+}
+
+// at returns the value of column i, "" for -1.
+func (r Row) at(i int) string {
+	if i < 0 {
+		return ""
+	}
+	return r.vals[i]
+}
+
+// appendJSON appends the row's fields as the JSON object json.Marshal
+// makes of Fields(): keys sorted, strings escaped as encoding/json escapes
+// them.
+func (r Row) appendJSON(dst []byte) []byte {
+	if r.Len() == 0 {
+		return append(dst, "{}"...)
+	}
+	for i, c := range r.cols.sorted {
+		dst = append(dst, r.cols.prefix[i]...)
+		dst = jsonstr.Append(dst, r.vals[c])
+	}
+	return append(dst, '}')
 }
 
 // ReadEventLogFile streams a LogFile body (CSV with a header row) and
 // calls emit for each row. Field values are exactly the bytes Salesforce
 // wrote (see csvReader); a leading UTF-8 byte order mark is dropped. It
-// holds one row at a time: memory does not grow with the file.
+// holds one row at a time: memory does not grow with the file. The rows
+// share the header, read once.
 func ReadEventLogFile(body io.Reader, emit func(Row) error) error {
 	br := bufio.NewReaderSize(body, 64<<10)
 	if b, _ := br.Peek(3); string(b) == "\ufeff" {
@@ -42,7 +159,7 @@ func ReadEventLogFile(body io.Reader, emit func(Row) error) error {
 	if err != nil {
 		return fmt.Errorf("eventlogfile: header: %w", err)
 	}
-	cols := slices.Clone(header)
+	cols := newColumns(slices.Clone(header))
 	for {
 		line := cr.line
 		rec, err := cr.read()
@@ -52,31 +169,29 @@ func ReadEventLogFile(body io.Reader, emit func(Row) error) error {
 		if err != nil {
 			return fmt.Errorf("eventlogfile: %w", err)
 		}
-		if len(rec) != len(cols) {
-			return fmt.Errorf("eventlogfile: the record on line %d has %d fields, the header %d", line, len(rec), len(cols))
+		if len(rec) != len(cols.names) {
+			return fmt.Errorf("eventlogfile: the record on line %d has %d fields, the header %d", line, len(rec), len(cols.names))
 		}
-		row := Row{Fields: make(map[string]string, len(cols))}
-		for i, c := range cols {
-			row.Fields[c] = rec[i]
-		}
-		row.Time = rowTime(row.Fields)
+		row := Row{cols: cols, vals: rec}
+		row.Time = rowTime(row.at(cols.derived), row.at(cols.stamp))
 		if err := emit(row); err != nil {
 			return err
 		}
 	}
 }
 
-// rowTime reads TIMESTAMP_DERIVED (2026-11-28T10:00:00.123Z), else
-// TIMESTAMP (20261128100000.123, UTC).
-func rowTime(f map[string]string) time.Time {
-	if v := f["TIMESTAMP_DERIVED"]; v != "" {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+// rowTime reads the TIMESTAMP_DERIVED value derived
+// (2026-11-28T10:00:00.123Z), else the TIMESTAMP value stamp
+// (20261128100000.123, UTC).
+func rowTime(derived, stamp string) time.Time {
+	if derived != "" {
+		if t, err := time.Parse(time.RFC3339Nano, derived); err == nil {
 			return t.UTC()
 		}
 	}
-	if v := f["TIMESTAMP"]; v != "" {
+	if stamp != "" {
 		for _, layout := range []string{"20060102150405.000", "20060102150405"} {
-			if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			if t, err := time.ParseInLocation(layout, stamp, time.UTC); err == nil {
 				return t
 			}
 		}

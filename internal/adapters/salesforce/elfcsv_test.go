@@ -22,7 +22,7 @@ func TestEventLogFileCSV(t *testing.T) {
 		"API,,,plain\n"
 	var rows []salesforce.Row
 	if err := salesforce.ReadEventLogFile(strings.NewReader(body), func(r salesforce.Row) error {
-		rows = append(rows, r)
+		rows = append(rows, r.Clone())
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -30,11 +30,11 @@ func TestEventLogFileCSV(t *testing.T) {
 	if len(rows) != 3 {
 		t.Fatalf("%d rows", len(rows))
 	}
-	if rows[0].Fields["QUERY"] != "SELECT Id\nFROM Account" || rows[0].Fields["EVENT_TYPE"] != "API" ||
+	if rows[0].Field("QUERY") != "SELECT Id\nFROM Account" || rows[0].Field("EVENT_TYPE") != "API" ||
 		!rows[0].Time.Equal(time.Date(2026, 11, 28, 10, 0, 0, 123e6, time.UTC)) {
 		t.Fatalf("row 0 %+v", rows[0])
 	}
-	if rows[1].Fields["QUERY"] != `say "hi"` || !rows[1].Time.Equal(time.Date(2026, 11, 28, 10, 0, 1, 500e6, time.UTC)) {
+	if rows[1].Field("QUERY") != `say "hi"` || !rows[1].Time.Equal(time.Date(2026, 11, 28, 10, 0, 1, 500e6, time.UTC)) {
 		t.Fatalf("row 1 %+v (TIMESTAMP when TIMESTAMP_DERIVED is empty)", rows[1])
 	}
 	if !rows[2].Time.IsZero() {
@@ -56,7 +56,7 @@ func TestEventLogFileCSVIsByteFaithful(t *testing.T) {
 		"ReportExport,\"\r\n\",\"\",\" \",\"0\",\"\",c\rd"
 	var rows []map[string]string
 	if err := salesforce.ReadEventLogFile(strings.NewReader(body), func(r salesforce.Row) error {
-		rows = append(rows, r.Fields)
+		rows = append(rows, r.Fields())
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -65,9 +65,9 @@ func FuzzFieldsJSON(f *testing.F) {
 func TestELFEntriesShareTheirMaps(t *testing.T) {
 	at := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	rows := []Row{
-		{Fields: map[string]string{"EVENT_TYPE": "API", "USER_TYPE": "Standard", "USER_ID": "005A"}},
-		{Fields: map[string]string{"EVENT_TYPE": "API", "USER_TYPE": "", "USER_ID": "005B", "ERROR_CODE": "E1"}},
-		{Fields: map[string]string{"EVENT_TYPE": "API", "USER_TYPE": "Guest", "USER_ID": ""}},
+		rowOf([]string{"EVENT_TYPE", "USER_TYPE", "USER_ID"}, "API", "Standard", "005A"),
+		rowOf([]string{"EVENT_TYPE", "USER_TYPE", "USER_ID", "ERROR_CODE"}, "API", "", "005B", "E1"),
+		rowOf([]string{"EVENT_TYPE", "USER_TYPE", "USER_ID"}, "API", "Guest", ""),
 	}
 	for _, ts := range []ELFTypeSpec{{}, {Labels: []string{"USER_TYPE"}}, {Metadata: []string{"USER_ID"}}} {
 		b := newELFEntries("API", at, "k", "cp", ts)
@@ -77,15 +77,16 @@ func TestELFEntriesShareTheirMaps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			fields := r.Fields()
 			want := map[string]string{"source": "eventlogfile", "event_type": "API"}
-			if len(ts.Labels) > 0 && r.Fields["USER_TYPE"] != "" {
-				want["USER_TYPE"] = r.Fields["USER_TYPE"]
+			if len(ts.Labels) > 0 && fields["USER_TYPE"] != "" {
+				want["USER_TYPE"] = fields["USER_TYPE"]
 			}
-			wantMeta := map[string]string{"level": Level(func(k string) string { return r.Fields[k] })}
-			if len(ts.Metadata) > 0 && r.Fields["USER_ID"] != "" {
-				wantMeta["USER_ID"] = r.Fields["USER_ID"]
+			wantMeta := map[string]string{"level": Level(func(k string) string { return fields[k] })}
+			if len(ts.Metadata) > 0 && fields["USER_ID"] != "" {
+				wantMeta["USER_ID"] = fields["USER_ID"]
 			}
-			line, _ := json.Marshal(r.Fields)
+			line, _ := json.Marshal(fields)
 			if !maps.Equal(e.Labels, want) || !maps.Equal(e.Metadata, wantMeta) || e.Line != string(line) || !e.Time.Equal(at) ||
 				e.Checkpoint != (ports.Checkpoint{Key: "k", Value: "cp"}) {
 				t.Fatalf("%+v: entry %+v, want labels %v metadata %v line %s", ts, e, want, wantMeta, line)
