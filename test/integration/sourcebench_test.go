@@ -234,6 +234,7 @@ type pushedRun struct {
 // took, the daemon's CPU time by then and its peak RSS.
 func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env []string, atEnd func()) pushedRun {
 	d := start(b, name, cfg, env...)
+	profiled := cpuProfile(b, d)
 	var first float64
 	for {
 		m, err := d.metrics(quick)
@@ -250,6 +251,7 @@ func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env
 	}
 	r := pushedRun{secs: time.Since(d.started).Seconds(), cpuSecs: procCPUSecs(b, d.cmd.Process.Pid), firstSecs: first}
 	atEnd()
+	profiled()
 	r.peakMiB = float64(procStatusKiB(b, d.cmd.Process.Pid, "VmHWM")) / 1024
 	d.signal(b, syscall.SIGTERM)
 	d.waitExit(b, 30*time.Second)
@@ -271,4 +273,48 @@ func procStatusKiB(b testing.TB, pid int, field string) int {
 	}
 	b.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
+}
+
+// cpuProfile, with BENCH_CPUPROFILE=<file> (and service.pprof on through
+// DAEMON_EXTRA_YAML='{service: {pprof: true}}'), records the daemon's CPU
+// profile for BENCH_CPUPROFILE_SECONDS (default 5) from its start into
+// <file>.<daemon name>, for `go tool pprof`. The returned func waits for
+// the profile.
+func cpuProfile(b *testing.B, d *daemon) func() {
+	path := os.Getenv("BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	secs := benchEnvInt(b, "BENCH_CPUPROFILE_SECONDS", 5)
+	done := make(chan error, 1)
+	go func() {
+		c := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
+		var resp *http.Response
+		var err error
+		for range 100 {
+			if resp, err = c.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", d.addr, secs)); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			done <- err
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			done <- fmt.Errorf("%s answered %s: is service.pprof on?", resp.Request.URL, resp.Status)
+			return
+		}
+		data, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(path+"."+d.name, data, 0o644)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Errorf("BENCH_CPUPROFILE: %v", err)
+		}
+	}
 }
