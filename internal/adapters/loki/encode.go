@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/s2"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sf2loki/sf2loki/internal/ports"
@@ -88,7 +88,8 @@ var escaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 //	LabelPair     { string name = 1; string value = 2; }
 //	Timestamp     { int64 seconds = 1; int32 nanos = 2; }
 //
-// compressed as one snappy block. The message is written into one buffer
+// compressed as one snappy block (the Snappy block format, which s2's
+// EncodeSnappy writes). The message is written into one buffer
 // sized beforehand (each nested message's length is computed before it is
 // written), so encoding allocates per batch, not per entry.
 func encodeProtobuf(streams []*stream) []byte {
@@ -134,7 +135,10 @@ func encodeProtobuf(streams []*stream) []byte {
 			}
 		}
 	}
-	out := snappy.Encode(nil, req)
+	// Snappy's standard level, as Promtail and Alloy push: the "better"
+	// level (klauspost's snappy.Encode) takes about 40% more CPU for a
+	// body about 4% smaller.
+	out := s2.EncodeSnappy(nil, req)
 	if cap(req) <= maxPooledRequest {
 		*buf = req
 		reqBuffers.Put(buf)

@@ -4,7 +4,7 @@
 // TLS (mutual TLS too) and through the environment's proxy, with extra
 // headers. Config.Print makes it a dry run that prints the entries instead.
 //
-// Imports: internal/ports, net/http, crypto/tls, protowire and snappy.
+// Imports: internal/ports, net/http, crypto/tls, protowire and s2 (snappy).
 package loki
 
 import (
