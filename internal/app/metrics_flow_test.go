@@ -216,18 +216,23 @@ func TestEntriesIngestedCounter(t *testing.T) {
 		}
 	}
 	e := ports.Entry{Line: "x", Labels: map[string]string{"source": "synthetic", "event_type": "LoginEvent"}}
-	for range 3 {
-		c.produced("synthetic", e)
+	api := ports.Entry{Line: "x", Labels: map[string]string{"source": "synthetic", "event_type": "ApiEvent"}}
+	synthetic := c.produced("synthetic")
+	for _, e := range []ports.Entry{e, e, api, e, api, api, api} {
+		synthetic(e)
 	}
-	org.produced("pubsub", ports.Entry{Labels: map[string]string{"event_type": "LoginEventStream"}})
+	org.produced("pubsub")(ports.Entry{Labels: map[string]string{"event_type": "LoginEventStream"}})
 	_, body = get(t, h, "/metrics")
 	if v, _ := sample(body, "sf2loki_entries_ingested_total", "source", "synthetic", "event_type", "LoginEvent"); v != 3 {
 		t.Errorf("3 entries counted as %v:\n%s", v, grepLines(body, "ingested"))
 	}
+	if v, _ := sample(body, "sf2loki_entries_ingested_total", "source", "synthetic", "event_type", "ApiEvent"); v != 4 {
+		t.Errorf("4 entries counted as %v:\n%s", v, grepLines(body, "ingested"))
+	}
 	if v, _ := sample(body, "sf2loki_entries_ingested_total", "source", "pubsub", "shard", "prod"); v != 1 {
 		t.Errorf("the org's entry counted as %v:\n%s", v, grepLines(body, "ingested"))
 	}
-	if n := testing.AllocsPerRun(1000, func() { c.produced("synthetic", e) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { synthetic(e) }); n != 0 {
 		t.Errorf("counting an entry allocates %v times", n)
 	}
 }

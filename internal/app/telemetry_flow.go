@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -27,13 +28,13 @@ var lagBuckets = []float64{1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 2880
 // flowMetrics follow the entries: produced per source, held per lane,
 // accepted by Loki (the lag) and committed (the checkpoints' age).
 type flowMetrics struct {
-	start    time.Time // when the telemetry was built: the process start
-	ingested metric.Int64Counter
-	lag      metric.Float64Histogram
+	start time.Time // when the telemetry was built: the process start
+	lag   metric.Float64Histogram
 
-	mu    sync.Mutex
-	lanes []shardLanes
-	ages  []*checkpointAges
+	mu             sync.Mutex
+	lanes          []shardLanes
+	ages           []*checkpointAges
+	ingestCounters []*ingestCounter
 }
 
 // shardLanes is how a shard's pipeline says what its lanes hold (nil: no
@@ -55,8 +56,17 @@ func flowAttrs(shard string, kv ...attribute.KeyValue) attribute.Set {
 func (t *Telemetry) flowInstruments(m metric.Meter) error {
 	f := &t.flow
 	var err error
-	if f.ingested, err = m.Int64Counter("sf2loki_entries_ingested",
-		metric.WithDescription("Entries the sources produced (queued for the sink), by source and event type; the configured event types from the start. Labelled shard=<org> when orgs are configured.")); err != nil {
+	if _, err = m.Int64ObservableCounter("sf2loki_entries_ingested",
+		metric.WithDescription("Entries the sources produced (queued for the sink), by source and event type; the configured event types from the start. Labelled shard=<org> when orgs are configured."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			f.mu.Lock()
+			all := slices.Clone(f.ingestCounters)
+			f.mu.Unlock()
+			for _, c := range all {
+				c.observe(o)
+			}
+			return nil
+		})); err != nil {
 		return err
 	}
 	if f.lag, err = m.Float64Histogram("sf2loki_ingest_lag", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(lagBuckets...),
@@ -121,47 +131,74 @@ func (t *Telemetry) addLanes(shard string, held func(ports.Lane) (int64, int64))
 	t.flow.lanes = append(t.flow.lanes, shardLanes{shard: shard, held: held})
 }
 
-// ingestCounter counts the entries of one shard's sources, with the
-// attribute set of each source and event type built once.
+// ingestCounter counts the entries of one shard's sources by source and
+// event type: an atomic count per pair, exported by the observable
+// sf2loki_entries_ingested counter, so that counting an entry costs an
+// atomic add, not a synchronous instrument's attribute lookup.
 type ingestCounter struct {
-	counter metric.Int64Counter
-	shard   string
-	mu      sync.RWMutex
-	opts    map[[2]string][]metric.AddOption
+	shard  string
+	mu     sync.Mutex
+	counts map[[2]string]*ingestCount
+}
+
+// ingestCount is one series of sf2loki_entries_ingested.
+type ingestCount struct {
+	n     atomic.Int64
+	attrs attribute.Set
 }
 
 // newIngestCounter returns the shard's counter, its configured sources'
 // event types exported (at 0) from the start.
 func (t *Telemetry) newIngestCounter(shard string, seed map[string][]string) *ingestCounter {
-	c := &ingestCounter{counter: t.flow.ingested, shard: shard, opts: map[[2]string][]metric.AddOption{}}
+	c := &ingestCounter{shard: shard, counts: map[[2]string]*ingestCount{}}
 	for _, source := range slices.Sorted(maps.Keys(seed)) {
 		for _, et := range seed[source] {
-			c.counter.Add(context.Background(), 0, c.options(source, et)...)
+			c.count(source, et)
 		}
 	}
+	t.flow.mu.Lock()
+	defer t.flow.mu.Unlock()
+	t.flow.ingestCounters = append(t.flow.ingestCounters, c)
 	return c
 }
 
-func (c *ingestCounter) options(source, eventType string) []metric.AddOption {
+// count is the series of source and eventType, made at its first use.
+func (c *ingestCounter) count(source, eventType string) *ingestCount {
 	key := [2]string{source, eventType}
-	c.mu.RLock()
-	opts, ok := c.opts[key]
-	c.mu.RUnlock()
-	if ok {
-		return opts
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if opts, ok = c.opts[key]; !ok {
-		opts = []metric.AddOption{metric.WithAttributeSet(flowAttrs(c.shard, attribute.String("source", source), attribute.String("event_type", eventType)))}
-		c.opts[key] = opts
+	n, ok := c.counts[key]
+	if !ok {
+		n = &ingestCount{attrs: flowAttrs(c.shard, attribute.String("source", source), attribute.String("event_type", eventType))}
+		c.counts[key] = n
 	}
-	return opts
+	return n
 }
 
-// produced is the pipeline's Produced hook.
-func (c *ingestCounter) produced(source string, e ports.Entry) {
-	c.counter.Add(context.Background(), 1, c.options(source, e.Labels["event_type"])...)
+// observe reports every series.
+func (c *ingestCounter) observe(o metric.Int64Observer) {
+	c.mu.Lock()
+	all := slices.Collect(maps.Values(c.counts))
+	c.mu.Unlock()
+	for _, n := range all {
+		o.Observe(n.n.Load(), metric.WithAttributeSet(n.attrs))
+	}
+}
+
+// produced is the pipeline's Produced hook: source's function remembers
+// the series of the last event type it counted (a source's entries come
+// in runs of one type).
+func (c *ingestCounter) produced(source string) func(ports.Entry) {
+	var (
+		lastType string
+		last     *ingestCount
+	)
+	return func(e ports.Entry) {
+		if et := e.Labels["event_type"]; last == nil || et != lastType {
+			last, lastType = c.count(source, et), et
+		}
+		last.n.Add(1)
+	}
 }
 
 // ingestSeed are the event types cfg's sources are configured with (globs

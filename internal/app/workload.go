@@ -142,7 +142,7 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 		return nil, err
 	}
 	var (
-		produced func(string, ports.Entry)
+		produced func(string) func(ports.Entry)
 		ages     *checkpointAges
 	)
 	if t != nil {

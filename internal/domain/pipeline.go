@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
@@ -25,7 +27,8 @@ type LaneConfig struct {
 	BatchWait    time.Duration
 }
 
-// MaxQueueEntries bounds a lane's queue, which is allocated when Run starts.
+// MaxQueueEntries bounds a lane's queue (its buffer grows with what it
+// holds, about 100 bytes an entry).
 const MaxQueueEntries = 1 << 20
 
 // DefaultLane is sized for a 512 MiB container: two lanes of at most 64 MiB
@@ -67,10 +70,12 @@ type PipelineConfig struct {
 	// Egress, if set, governs the pushes of both lanes (rates and a daily
 	// byte budget); its day's use is committed under EgressKey.
 	Egress *Egress
-	// Produced, if set, is told of each entry a source queued (checkpoint-only
-	// entries aside), on the source's goroutine once the lane took it: it
-	// must be cheap and safe for concurrent use.
-	Produced func(source string, e ports.Entry)
+	// Produced, if set, is asked once per source and run for the function
+	// told of each entry that source queued (checkpoint-only entries
+	// aside), on the source's goroutine once the lane took it: it runs per
+	// entry, so it must be cheap; each source's function is called from one
+	// goroutine only.
+	Produced func(source string) func(ports.Entry)
 	Logger   *slog.Logger
 }
 
@@ -119,7 +124,6 @@ func NewPipeline(sink ports.Sink, clock ports.Clock, cfg PipelineConfig) (*Pipel
 		if l.QueueEntries < 1 || l.BatchEntries < 1 || l.BatchBytes < 1 || l.BatchWait <= 0 || l.QueueBytes < 0 {
 			return nil, configErrorf("pipeline %s lane: queue entries, batch entries, batch bytes and batch wait must be positive: %+v", name, *l)
 		}
-		// A lane's queue is allocated up front (about 100 bytes a slot).
 		if l.QueueEntries > MaxQueueEntries {
 			return nil, configErrorf("pipeline %s lane: queue entries %d above the maximum %d", name, l.QueueEntries, MaxQueueEntries)
 		}
@@ -147,19 +151,44 @@ func NewPipeline(sink ports.Sink, clock ports.Clock, cfg PipelineConfig) (*Pipel
 	return &Pipeline{sink: sink, clock: clock, cfg: cfg, retry: retry, log: log}, nil
 }
 
-// entryCost is what an entry charges against its lane's byte budget.
-func entryCost(e ports.Entry) int64 {
+// costs computes what an entry charges against its lane's byte budget,
+// remembering the size of the last labels and
+// metadata maps it measured: a source's entries share their maps (a file's
+// rows, a topic's events), and ports.Entry's maps are never written once
+// made, so the same map has the same size. One costs serves one goroutine.
+type costs struct {
+	labels, metadata       unsafe.Pointer // the maps measured last (kept alive, so never reused)
+	labelsLen, metadataLen int
+}
+
+// of is what e charges: its line, checkpoint value, labels and metadata,
+// and 64 bytes for the rest.
+func (c *costs) of(e ports.Entry) int64 {
 	if e.CheckpointOnly {
 		return 0
 	}
 	n := len(e.Line) + 64 + len(e.Checkpoint.Value)
-	for k, v := range e.Labels {
-		n += len(k) + len(v)
-	}
-	for k, v := range e.Metadata {
-		n += len(k) + len(v)
-	}
+	n += mapBytes(e.Labels, &c.labels, &c.labelsLen)
+	n += mapBytes(e.Metadata, &c.metadata, &c.metadataLen)
 	return int64(n)
+}
+
+// mapBytes is the bytes of m's keys and values, measured again only when m
+// is not the map *last names.
+func mapBytes(m map[string]string, last *unsafe.Pointer, size *int) int {
+	if len(m) == 0 {
+		return 0
+	}
+	id := reflect.ValueOf(m).UnsafePointer()
+	if id == *last {
+		return *size
+	}
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	*last, *size = id, n
+	return n
 }
 
 // budget bounds the bytes queued in a lane. Admission waits until the lane
@@ -203,7 +232,7 @@ func (b *budget) release(n int64) {
 type lane struct {
 	name  string
 	cfg   LaneConfig
-	ch    chan ports.Entry
+	q     *queue
 	bytes *budget
 	live  *liveness
 
@@ -282,14 +311,16 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 	for _, s := range sources {
 		l := lanes[s.Lane()]
 		producers[s.Lane()].Go(func() {
-			emit := func(e ports.Entry) error { return l.push(srcCtx, e) }
-			if produced, name := p.cfg.Produced, s.Name(); produced != nil {
+			var c costs
+			emit := func(e ports.Entry) error { return l.push(srcCtx, e, c.of(e)) }
+			if p.cfg.Produced != nil {
+				produced := p.cfg.Produced(s.Name())
 				emit = func(e ports.Entry) error {
-					if err := l.push(srcCtx, e); err != nil {
+					if err := l.push(srcCtx, e, c.of(e)); err != nil {
 						return err
 					}
 					if !e.CheckpointOnly {
-						produced(name, e)
+						produced(e)
 					}
 					return nil
 				}
@@ -322,7 +353,7 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 	for id, l := range lanes {
 		go func() {
 			producers[id].Wait()
-			close(l.ch)
+			l.q.close()
 		}()
 		consumers.Go(func() { p.consume(ctx, drain, l, q, poisoned, failAbandon) })
 	}
@@ -337,7 +368,7 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 }
 
 func newLane(name string, cfg LaneConfig, now time.Time) *lane {
-	l := &lane{name: name, cfg: cfg, ch: make(chan ports.Entry, cfg.QueueEntries),
+	l := &lane{name: name, cfg: cfg, q: newQueue(cfg.QueueEntries),
 		bytes: &budget{max: cfg.QueueBytes, freed: make(chan struct{})}, live: &liveness{}, changed: make(chan struct{})}
 	l.live.progress(now)
 	return l
@@ -390,21 +421,19 @@ func (p *Pipeline) watch(ctx context.Context, all []watched) error {
 	}
 }
 
-// push queues e, blocking while the lane is full.
-func (l *lane) push(ctx context.Context, e ports.Entry) error {
-	cost := entryCost(e)
+// push queues e, which costs cost (costs.of), blocking while the lane is
+// full.
+func (l *lane) push(ctx context.Context, e ports.Entry, cost int64) error {
 	if err := l.bytes.acquire(ctx, cost); err != nil {
 		return err
 	}
 	l.live.pending.Add(1)
-	select {
-	case l.ch <- e:
-		return nil
-	case <-ctx.Done():
+	if err := l.q.push(ctx, e); err != nil {
 		l.live.pending.Add(-1)
 		l.bytes.release(cost)
-		return ctx.Err()
+		return err
 	}
+	return nil
 }
 
 var errAbandoned = errors.New("abandoned: the drain deadline passed")

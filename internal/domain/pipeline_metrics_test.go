@@ -22,10 +22,12 @@ func TestPipelineProducedAndHeld(t *testing.T) {
 		)
 		cfg := domain.PipelineConfig{Realtime: smallLane, Bulk: smallLane, RetryMin: time.Second, RetryMax: 4 * time.Second,
 			Jitter: func() float64 { return 0.5 },
-			Produced: func(source string, e ports.Entry) {
-				mu.Lock()
-				defer mu.Unlock()
-				seen[source+"/"+e.Labels["source"]]++
+			Produced: func(source string) func(ports.Entry) {
+				return func(e ports.Entry) {
+					mu.Lock()
+					defer mu.Unlock()
+					seen[source+"/"+e.Labels["source"]]++
+				}
 			}}
 		p, err := domain.NewPipeline(sink, clk, cfg)
 		if err != nil {

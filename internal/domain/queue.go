@@ -1,0 +1,130 @@
+package domain
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sf2loki/sf2loki/internal/ports"
+)
+
+// queue is a lane's first-in first-out queue of entries, bounded by max:
+// its producers (the lane's sources) block while it is full; its one
+// consumer (the lane's batcher) takes many entries under one lock. Its
+// buffer grows with what it holds and is given back when the consumer
+// finds it empty, so an idle lane holds next to nothing, where a channel
+// of max slots would hold max × 96 bytes from the start.
+type queue struct {
+	mu     sync.Mutex
+	buf    []ports.Entry // buf[head:] are queued
+	head   int
+	max    int
+	closed bool
+	// ready holds a token once entries were added to an empty queue or the
+	// queue was closed; space once entries were taken. A token may be
+	// stale: whoever wakes looks again under the lock.
+	ready, space chan struct{}
+}
+
+// keptSlots is the buffer an emptied queue keeps (about 24 KiB); a larger
+// one is given back.
+const keptSlots = 256
+
+func newQueue(max int) *queue {
+	return &queue{max: max, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+}
+
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// push appends e, waiting while the queue is full, until ctx ends.
+func (q *queue) push(ctx context.Context, e ports.Entry) error {
+	waited := false
+	for {
+		q.mu.Lock()
+		n := len(q.buf) - q.head
+		if n < q.max {
+			if len(q.buf) == cap(q.buf) && q.head > 0 {
+				// Move the queued entries to the front rather than grow.
+				k := copy(q.buf, q.buf[q.head:])
+				clear(q.buf[k:])
+				q.buf, q.head = q.buf[:k], 0
+			}
+			q.buf = append(q.buf, e)
+			q.mu.Unlock()
+			if n == 0 {
+				// The consumer waits only after finding the queue empty.
+				wake(q.ready)
+			}
+			if waited && n+1 < q.max {
+				// Pass the wake-up on to another producer waiting for room.
+				wake(q.space)
+			}
+			return nil
+		}
+		q.mu.Unlock()
+		waited = true
+		select {
+		case <-q.space:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// close ends the queue: once it is empty, wait returns false.
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	wake(q.ready)
+}
+
+// wait blocks until an entry is queued (true) or the queue is closed and
+// empty (false). Finding it empty, it gives back a large buffer first.
+func (q *queue) wait() bool {
+	for {
+		q.mu.Lock()
+		if q.head < len(q.buf) {
+			q.mu.Unlock()
+			return true
+		}
+		if q.closed {
+			q.mu.Unlock()
+			return false
+		}
+		if cap(q.buf) > keptSlots {
+			q.buf, q.head = nil, 0
+		}
+		q.mu.Unlock()
+		<-q.ready
+	}
+}
+
+// take moves queued entries to batch while it holds fewer than maxEntries
+// entries and costs less than maxBytes (c measures each), and says whether
+// the queue is closed and now empty.
+func (q *queue) take(batch []ports.Entry, cost int64, maxEntries int, maxBytes int64, c *costs) ([]ports.Entry, int64, bool) {
+	q.mu.Lock()
+	took := false
+	for q.head < len(q.buf) && len(batch) < maxEntries && cost < maxBytes {
+		e := q.buf[q.head]
+		q.buf[q.head] = ports.Entry{}
+		q.head++
+		batch = append(batch, e)
+		cost += c.of(e)
+		took = true
+	}
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	}
+	done := q.closed && len(q.buf) == 0
+	q.mu.Unlock()
+	if took {
+		wake(q.space)
+	}
+	return batch, cost, done
+}
