@@ -512,7 +512,8 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 	// so the last row can carry the advanced checkpoint. A row the
 	// transforms drop or sampling leaves out is skipped: when no row is
 	// left, the file is as one without rows.
-	var held *ports.Entry
+	var held ports.Entry // the row read last, when holding is true
+	holding := false
 	plan := s.spec.Shaper.For(t)
 	entries := newELFEntries(t, f.logDate, key, before, s.spec.Types[t])
 	err = ReadEventLogFile(body, func(r Row) error {
@@ -533,25 +534,25 @@ func (s *ELFSource) file(ctx context.Context, t string, f elfFile, pos *elfPos, 
 		if err != nil {
 			return err
 		}
-		if held != nil {
-			if err := emit(*held); err != nil {
+		if holding {
+			if err := emit(held); err != nil {
 				return err
 			}
 		}
-		held = &e
+		held, holding = e, true
 		return nil
 	})
 	if err != nil {
 		return ports.Transient("logfile", fmt.Errorf("salesforce: EventLogFile %s (%s): %w", f.id, t, err))
 	}
 	next := after.encode()
-	if held == nil { // a file without rows still moves the watermark
+	if !holding { // a file without rows still moves the watermark
 		if err := emit(ports.Entry{CheckpointOnly: true, Checkpoint: ports.Checkpoint{Key: key, Value: next}}); err != nil {
 			return err
 		}
 	} else {
 		held.Checkpoint.Value = next
-		if err := emit(*held); err != nil {
+		if err := emit(held); err != nil {
 			return err
 		}
 	}
