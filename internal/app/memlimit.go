@@ -27,7 +27,8 @@ const (
 	// mapped binary, the runtime, the clients and their buffers (an idle
 	// leader measures about 53 MiB; the rest is headroom).
 	runtimeBaseBytes = 80 << 20
-	// laneSlotBytes is what a lane reserves per queue_entries slot at start.
+	// laneSlotBytes is what a full lane's buffer takes per queue_entries
+	// entry (the 96-byte entry, rounded up).
 	laneSlotBytes = 100
 	// headroomNum/headroomDen (7/4) is the soft limit needed over the
 	// lanes' live data: the collector keeps up with both lanes draining
@@ -129,7 +130,7 @@ func (p memoryPlan) Recommended() int64 {
 // lane is full: each lane's queue_bytes (batches in the air count against
 // it), each lane's max_in_flight encoded pushes of up to batch.max_bytes,
 // a quarter more for the allocator's size classes and the entries' maps,
-// the slots each lane reserves for queue_entries, and the runtime. A
+// each full lane's buffer of queue_entries entries, and the runtime. A
 // replica may lead every org after the others fail, so every shard counts.
 func laneMemoryNeed(cfgs []*config.Config) int64 {
 	var data, slots int64

@@ -155,7 +155,6 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 		ages = t.addCheckpointAges(cfg.ShardName, names, clk)
 	}
 	realtime, bulk := laneConfigs(cfg)
-	shrinkUnfedLanes(sources, &realtime, &bulk)
 	egress, err := domain.NewEgress(clk, egressConfig(cfg, base.Stats, log))
 	if err != nil {
 		return nil, err
@@ -263,28 +262,6 @@ func laneConfigs(cfg *config.Config) (realtime, bulk domain.LaneConfig) {
 		realtime.QueueBytes = int64(ps.BridgeMaxBytes)
 	}
 	return realtime, bulk
-}
-
-// shrinkUnfedLanes gives a lane that none of sources feeds a one-entry
-// queue. A lane's queue is allocated whole when the shard starts leading
-// (queue_entries slots of an entry each, about 1 MiB at the default
-// 10,000), and a lane no source of the shard writes to never holds an
-// entry: an org with only streams or only files does not pay for the
-// other lane. The memory arithmetic (laneMemoryNeed) still counts both
-// lanes: it is an upper bound.
-func shrinkUnfedLanes(sources []ports.Source, realtime, bulk *domain.LaneConfig) {
-	var fed [2]bool
-	for _, s := range sources {
-		if l := s.Lane(); l == ports.LaneRealtime || l == ports.LaneBulk {
-			fed[l] = true
-		}
-	}
-	if !fed[ports.LaneRealtime] {
-		realtime.QueueEntries = 1
-	}
-	if !fed[ports.LaneBulk] {
-		bulk.QueueEntries = 1
-	}
 }
 
 // salesforceSources builds the Salesforce sources that are enabled, sharing

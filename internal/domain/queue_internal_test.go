@@ -39,7 +39,10 @@ func TestQueueWakesEveryBlockedProducer(t *testing.T) {
 				for q.wait() {
 					var batch []ports.Entry
 					batch, _, _ = q.take(batch, 0, 3, 1<<30, &c)
-					if n := len(q.buf) - q.head; n > max {
+					q.mu.Lock()
+					n := len(q.buf) - q.head
+					q.mu.Unlock()
+					if n > max {
 						t.Fatalf("the queue holds %d entries, max %d", n, max)
 					}
 					for _, e := range batch {
