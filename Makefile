@@ -125,6 +125,10 @@ bench-elf: test-tools ## The daemon on a 50 MB and a 150 MB EventLogFile into Vi
 bench-pubsub: test-tools ## The daemon on 200,000 Pub/Sub events into VictoriaLogs: events/s and peak RSS
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkPubSubDaemon$$' -benchtime 1x ./test/integration/
 
+.PHONY: bench-ratio
+bench-ratio: test-tools ## Pub/Sub events/s over EventLogFile rows/s on rows of similar size, into a discarding peer, in one run (RATIO_ROUNDS=3)
+	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkPubSubOverEventLogFile$$' -benchtime 1x ./test/integration/
+
 .PHONY: bench-memory
 bench-memory: ## The daemon with both lanes full and every push held: peak RSS, largest of 3 runs (GOMEMLIMIT=… to compare a soft limit)
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkSaturatedLanes$$' -benchtime 3x ./test/integration/

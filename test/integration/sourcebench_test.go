@@ -86,8 +86,13 @@ func ingestELF(b *testing.B, net *benchNet, body string, rows int, push, job str
 // elfOrg serves body as one API EventLogFile of an in-process org until
 // the benchmark ends and returns its URL.
 func elfOrg(b *testing.B, body string) string {
+	return elfOrgOf(b, "API", body)
+}
+
+// elfOrgOf serves body as one EventLogFile of eventType.
+func elfOrgOf(b *testing.B, eventType, body string) string {
 	org := &fakesf.ELFOrg{}
-	org.Add("0AT1", "API", time.Now().Add(-time.Hour), body)
+	org.Add("0AT1", eventType, time.Now().Add(-time.Hour), body)
 	srv := httptest.NewServer(org)
 	b.Cleanup(srv.Close)
 	return srv.URL
@@ -95,10 +100,15 @@ func elfOrg(b *testing.B, body string) string {
 
 // elfBenchConfig is the EventLogFile benchmark's daemon configuration.
 func elfBenchConfig(state, org, push, job string) string {
+	return elfTypeConfig(state, "API", org, push, job)
+}
+
+// elfTypeConfig reads eventType's EventLogFiles.
+func elfTypeConfig(state, eventType, org, push, job string) string {
 	return state + fmt.Sprintf(`salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret}
-sources: {eventlogfile: {event_types: [API], poll_interval: 1h, settle_window: 0s}}
+sources: {eventlogfile: {event_types: [%s], poll_interval: 1h, settle_window: 0s}}
 sink: {loki: {url: %s, labels: {job: %s}}}
-`, org, push, job)
+`, org, eventType, push, job)
 }
 
 // BenchmarkPubSubDaemon runs the built daemon on one Pub/Sub topic of the
@@ -114,26 +124,11 @@ func BenchmarkPubSubDaemon(b *testing.B) {
 	logs := testenv.StartLogs(b)
 	push, peer := benchPeer(b, logs)
 	net := latencyMode(b)
-	ps := fakepubsub.Start(b)
-	ps.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
-	at := time.Now()
-	for i := range n {
-		ps.Append(fakepubsub.LoginTopic, fakepubsub.LoginEvent(i, at.Add(time.Duration(i)*time.Millisecond)))
-	}
-	web := httptest.NewServer(&fakesf.Org{})
-	defer web.Close()
+	config := loginTopic(b, n)
 	var secs, peak, cpu, first float64
 	var tot netTotals
 	var extra string
 	runs := 0
-	config := func(job string) func(state, push string) string {
-		return func(state, push string) string {
-			return state + fmt.Sprintf(`salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret, org_id: 00D000000000001}
-sources: {pubsub: {topics: [%s], replay_preset: EARLIEST, endpoint: %q, plaintext: true}}
-sink: {loki: {url: %s, labels: {job: %s}}}
-`, web.URL, fakepubsub.LoginTopic, ps.Addr, push, job)
-		}
-	}
 	for b.Loop() {
 		runs++
 		job := fmt.Sprintf("psbench%d", runs)
@@ -152,6 +147,71 @@ sink: {loki: {url: %s, labels: {job: %s}}}
 	b.ReportMetric(peak, "peak-RSS-MiB")
 	b.Logf("%d events into %s: %.0f events/s, peak RSS %.1f MiB%s%s", n, peer, ours, peak,
 		reportCeiling(b, ours, ceil, cpu, first, secs, n*runs), benchSummary(b, net, &tot, extra))
+}
+
+// loginTopic serves n LoginEventStream events, one a millisecond, on an
+// in-process Pub/Sub API and returns the configuration of a daemon that
+// reads them from the earliest (job its label).
+func loginTopic(b *testing.B, n int) func(job string) func(state, push string) string {
+	ps := fakepubsub.Start(b)
+	ps.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
+	at := time.Now()
+	for i := range n {
+		ps.Append(fakepubsub.LoginTopic, fakepubsub.LoginEvent(i, at.Add(time.Duration(i)*time.Millisecond)))
+	}
+	web := httptest.NewServer(&fakesf.Org{})
+	b.Cleanup(web.Close)
+	return func(job string) func(state, push string) string {
+		return func(state, push string) string {
+			return state + fmt.Sprintf(`salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret, org_id: 00D000000000001}
+sources: {pubsub: {topics: [%s], replay_preset: EARLIEST, endpoint: %q, plaintext: true}}
+sink: {loki: {url: %s, labels: {job: %s}}}
+`, web.URL, fakepubsub.LoginTopic, ps.Addr, push, job)
+		}
+	}
+}
+
+// BenchmarkPubSubOverEventLogFile compares the two sources on rows of
+// similar size into a discarding peer: PUBSUB_EVENTS (200,000)
+// LoginEventStream events (304-byte lines) and a Login EventLogFile of as
+// many rows (317-byte lines), one daemon run of each in turn, RATIO_ROUNDS
+// (3) rounds. It reports each source's entries/s and CPU-µs/entry over all
+// rounds and Pub/Sub ÷ EventLogFile. `make bench-ratio` runs it.
+func BenchmarkPubSubOverEventLogFile(b *testing.B) {
+	n := benchEnvInt(b, "PUBSUB_EVENTS", 200_000)
+	rounds := benchEnvInt(b, "RATIO_ROUNDS", 3)
+	null := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	b.Cleanup(null.Close)
+	push := null.URL + "/loki/api/v1/push"
+	pubsub := loginTopic(b, n)
+	org := elfOrgOf(b, "Login", fakesf.LoginEventLogFile(n))
+	var psSecs, psCPU, elfSecs, elfCPU float64
+	for b.Loop() {
+		for r := range rounds {
+			job := fmt.Sprintf("ratio-elf%d", r)
+			e := benchRun(b, nil, job, push, n, func(state, push string) string { return elfTypeConfig(state, "Login", org, push, job) })
+			elfSecs += e.secs
+			elfCPU += e.cpuSecs
+			p := benchRun(b, nil, fmt.Sprintf("ratio-ps%d", r), push, n, pubsub(fmt.Sprintf("ratio-ps%d", r)))
+			psSecs += p.secs
+			psCPU += p.cpuSecs
+			b.Logf("round %d: EventLogFile %.0f rows/s (%.1f µs/row), Pub/Sub %.0f events/s (%.1f µs/event), ratio %.2f",
+				r+1, float64(n)/e.secs, e.cpuSecs/float64(n)*1e6, float64(n)/p.secs, p.cpuSecs/float64(n)*1e6, e.secs/p.secs)
+		}
+	}
+	b.StopTimer()
+	total := float64(n * rounds * b.N)
+	elf, ps := total/elfSecs, total/psSecs
+	b.ReportMetric(elf, "elf-rows/s")
+	b.ReportMetric(ps, "pubsub-events/s")
+	b.ReportMetric(elfCPU/total*1e6, "elf-cpu-µs/row")
+	b.ReportMetric(psCPU/total*1e6, "pubsub-cpu-µs/event")
+	b.ReportMetric(ps/elf, "pubsub/elf")
+	b.Logf("%d rounds of %d entries into a discarding peer: EventLogFile %.0f rows/s (%.1f CPU-µs/row), Pub/Sub %.0f events/s (%.1f CPU-µs/event): Pub/Sub ÷ EventLogFile %.2f",
+		rounds*b.N, n, elf, elfCPU/total*1e6, ps, psCPU/total*1e6, ps/elf)
 }
 
 // benchResult is one daemon run: the seconds from exec to the peer

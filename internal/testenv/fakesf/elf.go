@@ -420,3 +420,28 @@ func APIEventLogFile(n int) string {
 	}
 	return b.String()
 }
+
+// LoginEventLogFile is a Login EventLogFile body of n rows whose JSON lines
+// are about the size of fakepubsub.LoginEvent's (11 fields, 317 bytes,
+// against 12 fields and 304 bytes): the same logins as the Pub/Sub stream carries, one every
+// millisecond from 10:00, with a failed one in every 20 (as
+// fakepubsub.LoginEvent), CRLF line ends. It lets the two sources be
+// compared on rows of similar size.
+func LoginEventLogFile(n int) string {
+	var b strings.Builder
+	b.Grow(n * 230)
+	b.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,REQUEST_ID,ORGANIZATION_ID,USER_ID,USER_NAME,SOURCE_IP,LOGIN_STATUS,LOGIN_TYPE,BROWSER_TYPE,URI\r\n")
+	for i := range n {
+		st := "LOGIN_NO_ERROR"
+		switch i % 20 {
+		case 9:
+			st = "LOGIN_ERROR_INVALID_PASSWORD"
+		case 19:
+			st = "LOGIN_ERROR_COMPUTER_ACTIVATION"
+		}
+		ms := int64(i) % 3_600_000
+		fmt.Fprintf(&b, "Login,2026-11-28T10:%02d:%02d.%03dZ,4-login-%d,00D000000000001,005000000000001,user%d@example.com,192.0.2.10,%s,Application,Chrome,/index.jsp\r\n",
+			ms/60_000, ms/1000%60, ms%1000, i, i%50, st)
+	}
+	return b.String()
+}
