@@ -106,7 +106,7 @@ func (r Row) Len() int {
 func (r Row) Fields() map[string]string {
 	m := make(map[string]string, r.Len())
 	if r.cols != nil {
-		for k, i := range r.cols.index {
+		for i, k := range r.cols.names { // a name written twice: the last column's value
 			m[k] = r.vals[i]
 		}
 	}
