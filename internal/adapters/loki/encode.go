@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,7 +34,9 @@ func group(batch []ports.Entry) []*stream {
 	for _, e := range batch {
 		var s *stream
 		for i := len(out) - 1; i >= max(0, len(out)-recentStreams); i-- {
-			if maps.Equal(out[i].labelKV, e.Labels) {
+			// A source's entries share their labels map: the same map is
+			// the same label set without comparing its pairs.
+			if sameMap(out[i].labelKV, e.Labels) || maps.Equal(out[i].labelKV, e.Labels) {
 				s = out[i]
 				break
 			}
@@ -53,6 +56,11 @@ func group(batch []ports.Entry) []*stream {
 		s.entries = append(s.entries, e)
 	}
 	return out
+}
+
+// sameMap says whether a and b are the same map (not merely equal ones).
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // recentStreams is how many of the latest streams group compares an

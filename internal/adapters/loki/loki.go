@@ -442,7 +442,7 @@ const mergedSets = 8
 // merged returns labels with the static labels merged over them.
 func (m *labelMerger) merged(labels map[string]string) map[string]string {
 	for _, s := range m.seen {
-		if maps.Equal(s.from, labels) {
+		if sameMap(s.from, labels) || maps.Equal(s.from, labels) {
 			return s.merged
 		}
 	}
