@@ -68,6 +68,9 @@ func (c *schemas) get(ctx context.Context, id string) (*eventSchema, error) {
 	}
 	f, ok := c.inflight[id]
 	if !ok {
+		// The id may alias a whole response (fetchCodec): the cache keeps
+		// a copy.
+		id = strings.Clone(id)
 		f = &schemaFetch{done: make(chan struct{})}
 		c.inflight[id] = f
 		go c.load(ctx, id, f)

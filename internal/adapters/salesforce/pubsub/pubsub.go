@@ -553,7 +553,7 @@ func (s *Source) stream(ctx context.Context, topic string, pos *position, emit f
 	if err != nil {
 		return false, err
 	}
-	stream, err := s.client.Subscribe(mctx)
+	stream, err := s.client.Subscribe(mctx, grpc.ForceCodecV2(fetchCodec{}))
 	if err != nil {
 		return false, err
 	}
