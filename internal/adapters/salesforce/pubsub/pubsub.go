@@ -49,6 +49,13 @@ const KeyPrefix = "pubsub:"
 // and not yet received.
 const MaxRequested = 100
 
+// The HTTP/2 flow-control windows of the connection to the Pub/Sub API
+// (see New).
+const (
+	streamWindow = 4 << 20
+	connWindow   = 16 << 20
+)
+
 // Replay presets: where a topic without a stored replay id starts.
 const (
 	Latest   = "LATEST"
@@ -181,6 +188,13 @@ func New(auth *salesforce.Auth, spec Spec, clk ports.Clock, log *slog.Logger) (*
 	}
 	conn, err := grpc.NewClient(spec.Endpoint, grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		// Static HTTP/2 windows: a stream acknowledges every 1 MiB it
+		// reads (every 16 KiB with the default 64 KiB), with no BDP pings.
+		// What the connection buffers unread stays bounded by its window,
+		// 16 MiB (the most the default's BDP estimation grows it to), and a
+		// stream's by 4 MiB (100 events of 40 KiB in flight) or one message
+		// (MaxCallRecvMsgSize).
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(128<<20)))
 	if err != nil {
 		return nil, fmt.Errorf("salesforce pubsub: endpoint %q: %w", spec.Endpoint, err)
