@@ -118,6 +118,9 @@ func sameAsGeneric(t testing.TB, s *eventSchema, payload []byte) {
 	if fl, gl := fast.level(), generic.level(); fl != gl {
 		t.Fatalf("fast level %s, generic %s (%s)", fl, gl, want)
 	}
+	if ml, gl := memoLevel(s, &fast.probe), generic.level(); ml != gl {
+		t.Fatalf("remembered level %s, generic %s (%s)", ml, gl, want)
+	}
 }
 
 // awkward are strings encoding/json escapes, replaces or leaves alone.

@@ -378,6 +378,16 @@ type position struct {
 	// made, as every entry's maps are).
 	labels   map[string]string
 	metadata map[string]map[string]string
+	// levels remembers the fast path's levels.
+	levels levelMemo
+}
+
+// level is d's level (decoded.level), remembered on the fast path.
+func (p *position) level(d *decoded) string {
+	if d.line == "" {
+		return d.level()
+	}
+	return p.levels.level(&d.probe)
 }
 
 // entryMaps returns the topic's shared labels and the metadata of level.
@@ -711,7 +721,7 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 		}
 		line = string(b)
 	}
-	labels, metadata := pos.entryMaps(topic, dec.level())
+	labels, metadata := pos.entryMaps(topic, pos.level(&dec))
 	return emit(ports.Entry{Time: t, Line: line, Metadata: metadata, Labels: labels, Checkpoint: cp})
 }
 
