@@ -28,8 +28,9 @@ const (
 	// leader measures about 53 MiB; the rest is headroom).
 	runtimeBaseBytes = 80 << 20
 	// laneSlotBytes is what a full lane's buffer takes per queue_entries
-	// entry (the 96-byte entry, rounded up).
-	laneSlotBytes = 100
+	// entry: a slot holds the entry and its cost, and the buffer never
+	// grows past queue_entries slots.
+	laneSlotBytes = 104
 	// headroomNum/headroomDen (7/4) is the soft limit needed over the
 	// lanes' live data: the collector keeps up with both lanes draining
 	// and the resident set stays under the container's limit

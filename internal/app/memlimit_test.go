@@ -99,13 +99,13 @@ func TestPlanMemory(t *testing.T) {
 
 // TestLaneMemoryNeed pins the arithmetic docs/operations.md shows: the
 // defaults hold 2 × 64 MiB + 2 × 16 × 1 MiB, a quarter more, the lanes'
-// 2 × 10,000 slots of 100 bytes, and 80 MiB.
+// 2 × 10,000 slots of 104 bytes, and 80 MiB.
 func TestLaneMemoryNeed(t *testing.T) {
 	one := config.Defaults()
-	if got, want := laneMemoryNeed([]*config.Config{one}), int64(160+40+80)<<20+2e6; got != want {
+	if got, want := laneMemoryNeed([]*config.Config{one}), int64(160+40+80)<<20+2*10000*laneSlotBytes; got != want {
 		t.Errorf("one org at the defaults: %d, want %d", got, want)
 	}
-	if got, want := laneMemoryNeed([]*config.Config{one, one, one}), int64(3*(160+40)+80)<<20+6e6; got != want {
+	if got, want := laneMemoryNeed([]*config.Config{one, one, one}), int64(3*(160+40)+80)<<20+6*10000*laneSlotBytes; got != want {
 		t.Errorf("three orgs: %d, want %d", got, want)
 	}
 	unbounded := config.Defaults()

@@ -185,19 +185,19 @@ func (c *ingestCounter) observe(o metric.Int64Observer) {
 	}
 }
 
-// produced is the pipeline's Produced hook: source's function remembers
-// the series of the last event type it counted (a source's entries come
-// in runs of one type).
+// produced is the pipeline's Produced hook: source's function finds the
+// series of an entry's event type in a map of its own, safe for the
+// several goroutines a source may emit from (one per event type, topic or
+// object).
 func (c *ingestCounter) produced(source string) func(ports.Entry) {
-	var (
-		lastType string
-		last     *ingestCount
-	)
+	var byType sync.Map // event type → *ingestCount
 	return func(e ports.Entry) {
-		if et := e.Labels["event_type"]; last == nil || et != lastType {
-			last, lastType = c.count(source, et), et
+		et := e.Labels["event_type"]
+		n, ok := byType.Load(et)
+		if !ok {
+			n, _ = byType.LoadOrStore(et, c.count(source, et))
 		}
-		last.n.Add(1)
+		n.(*ingestCount).n.Add(1)
 	}
 }
 

@@ -58,12 +58,11 @@ func (f *flight) lineBytes() int64 {
 // batch waiting for the next UTC day's budget is abandoned at once.
 func (p *Pipeline) consume(stop, drain context.Context, l *lane, q *commitQueue, poisoned *poison, fail func(error)) {
 	var pushes sync.WaitGroup
-	var c costs
 	for {
 		// A batch is collected only once it could be pushed: a lane holds at
 		// most MaxInFlight batches besides its queue.
 		l.await(drain, func() bool { return len(l.flights) < p.cfg.MaxInFlight })
-		batch, cost, open := p.collect(l, &c)
+		batch, cost, open := p.collect(l)
 		if len(batch) > 0 {
 			f := newFlight(batch, cost)
 			// The governor admits batches in the lane's order, before they
@@ -322,14 +321,14 @@ func (p *Pipeline) uncommitted(q *commitQueue, failed map[string]string) {
 // collect takes one batch: it waits for a first entry, then gathers until
 // the batch is full, BatchWait has passed, or the lane is closed (open
 // false once the lane is closed and empty).
-func (p *Pipeline) collect(l *lane, c *costs) (batch []ports.Entry, cost int64, open bool) {
+func (p *Pipeline) collect(l *lane) (batch []ports.Entry, cost int64, open bool) {
 	if !l.q.wait() {
 		return nil, 0, false
 	}
 	batch = make([]ports.Entry, 0, min(l.cfg.BatchEntries, 256))
 	full := func() bool { return len(batch) >= l.cfg.BatchEntries || cost >= l.cfg.BatchBytes }
 	var done bool
-	batch, cost, done = l.q.take(batch, cost, l.cfg.BatchEntries, l.cfg.BatchBytes, c)
+	batch, cost, done = l.q.take(batch, cost, l.cfg.BatchEntries, l.cfg.BatchBytes)
 	if done || full() {
 		return batch, cost, !done
 	}
@@ -338,7 +337,7 @@ func (p *Pipeline) collect(l *lane, c *costs) (batch []ports.Entry, cost int64, 
 	for {
 		select {
 		case <-l.q.ready:
-			batch, cost, done = l.q.take(batch, cost, l.cfg.BatchEntries, l.cfg.BatchBytes, c)
+			batch, cost, done = l.q.take(batch, cost, l.cfg.BatchEntries, l.cfg.BatchBytes)
 			if done || full() {
 				return batch, cost, !done
 			}

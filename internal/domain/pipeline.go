@@ -70,11 +70,11 @@ type PipelineConfig struct {
 	// Egress, if set, governs the pushes of both lanes (rates and a daily
 	// byte budget); its day's use is committed under EgressKey.
 	Egress *Egress
-	// Produced, if set, is asked once per source and run for the function
-	// told of each entry that source queued (checkpoint-only entries
-	// aside), on the source's goroutine once the lane took it: it runs per
-	// entry, so it must be cheap; each source's function is called from one
-	// goroutine only.
+	// Produced, if set, is asked once per source for the function told of
+	// each entry that source queued (checkpoint-only entries aside), on
+	// the goroutine that emitted it once the lane took it: it runs per
+	// entry, so it must be cheap, and safe for concurrent use (a source may
+	// emit from several goroutines).
 	Produced func(source string) func(ports.Entry)
 	Logger   *slog.Logger
 }
@@ -152,13 +152,22 @@ func NewPipeline(sink ports.Sink, clock ports.Clock, cfg PipelineConfig) (*Pipel
 }
 
 // costs computes what an entry charges against its lane's byte budget,
-// remembering the size of the last labels and
-// metadata maps it measured: a source's entries share their maps (a file's
-// rows, a topic's events), and ports.Entry's maps are never written once
-// made, so the same map has the same size. One costs serves one goroutine.
+// remembering the size of the labels and metadata maps it measured: a
+// source's entries share their maps (a file's rows, a topic's events), and
+// ports.Entry's maps are never written once made, so the same map has the
+// same size. A source may emit from several goroutines at once (one per
+// event type, topic or object), so the memory is a small table of atomic
+// slots keyed by the map's address, safe for concurrent use; an entry's
+// cost is computed once, when it is queued, and travels with it.
 type costs struct {
-	labels, metadata       unsafe.Pointer // the maps measured last (kept alive, so never reused)
-	labelsLen, metadataLen int
+	slots [16]atomic.Pointer[mapSize]
+}
+
+// mapSize is the bytes of one map's keys and values. It keeps the map
+// alive, so its address is never reused while it is remembered.
+type mapSize struct {
+	m unsafe.Pointer
+	n int
 }
 
 // of is what e charges: its line, checkpoint value, labels and metadata,
@@ -168,26 +177,27 @@ func (c *costs) of(e ports.Entry) int64 {
 		return 0
 	}
 	n := len(e.Line) + 64 + len(e.Checkpoint.Value)
-	n += mapBytes(e.Labels, &c.labels, &c.labelsLen)
-	n += mapBytes(e.Metadata, &c.metadata, &c.metadataLen)
+	n += c.mapBytes(e.Labels)
+	n += c.mapBytes(e.Metadata)
 	return int64(n)
 }
 
 // mapBytes is the bytes of m's keys and values, measured again only when m
-// is not the map *last names.
-func mapBytes(m map[string]string, last *unsafe.Pointer, size *int) int {
+// is not remembered.
+func (c *costs) mapBytes(m map[string]string) int {
 	if len(m) == 0 {
 		return 0
 	}
 	id := reflect.ValueOf(m).UnsafePointer()
-	if id == *last {
-		return *size
+	slot := &c.slots[uintptr(id)>>4%uintptr(len(c.slots))]
+	if s := slot.Load(); s != nil && s.m == id {
+		return s.n
 	}
 	n := 0
 	for k, v := range m {
 		n += len(k) + len(v)
 	}
-	*last, *size = id, n
+	slot.Store(&mapSize{m: id, n: n})
 	return n
 }
 
@@ -233,6 +243,7 @@ type lane struct {
 	name  string
 	cfg   LaneConfig
 	q     *queue
+	costs costs // what the lane's entries cost, measured as they are queued
 	bytes *budget
 	live  *liveness
 
@@ -311,12 +322,11 @@ func (p *Pipeline) Run(ctx, drain context.Context, commits CheckpointWriter, res
 	for _, s := range sources {
 		l := lanes[s.Lane()]
 		producers[s.Lane()].Go(func() {
-			var c costs
-			emit := func(e ports.Entry) error { return l.push(srcCtx, e, c.of(e)) }
+			emit := func(e ports.Entry) error { return l.push(srcCtx, e, l.costs.of(e)) }
 			if p.cfg.Produced != nil {
 				produced := p.cfg.Produced(s.Name())
 				emit = func(e ports.Entry) error {
-					if err := l.push(srcCtx, e, c.of(e)); err != nil {
+					if err := l.push(srcCtx, e, l.costs.of(e)); err != nil {
 						return err
 					}
 					if !e.CheckpointOnly {
@@ -428,7 +438,7 @@ func (l *lane) push(ctx context.Context, e ports.Entry, cost int64) error {
 		return err
 	}
 	l.live.pending.Add(1)
-	if err := l.q.push(ctx, e); err != nil {
+	if err := l.q.push(ctx, e, cost); err != nil {
 		l.live.pending.Add(-1)
 		l.bytes.release(cost)
 		return err

@@ -12,10 +12,12 @@ import (
 // consumer (the lane's batcher) takes many entries under one lock. Its
 // buffer grows with what it holds and is given back when the consumer
 // finds it empty, so an idle lane holds next to nothing, where a channel
-// of max slots would hold max × 96 bytes from the start.
+// of max slots would hold max × 96 bytes from the start. Each entry
+// carries its cost, so the bytes charged when it was queued are the bytes
+// released.
 type queue struct {
 	mu     sync.Mutex
-	buf    []ports.Entry // buf[head:] are queued
+	buf    []queued // buf[head:] are queued
 	head   int
 	max    int
 	closed bool
@@ -23,6 +25,12 @@ type queue struct {
 	// queue was closed; space once entries were taken. A token may be
 	// stale: whoever wakes looks again under the lock.
 	ready, space chan struct{}
+}
+
+// queued is an entry and what it costs (costs.of), measured once.
+type queued struct {
+	e    ports.Entry
+	cost int64
 }
 
 // keptSlots is the buffer an emptied queue keeps (about 24 KiB); a larger
@@ -40,8 +48,9 @@ func wake(ch chan struct{}) {
 	}
 }
 
-// push appends e, waiting while the queue is full, until ctx ends.
-func (q *queue) push(ctx context.Context, e ports.Entry) error {
+// push appends e, which costs cost, waiting while the queue is full, until
+// ctx ends.
+func (q *queue) push(ctx context.Context, e ports.Entry, cost int64) error {
 	waited := false
 	for {
 		q.mu.Lock()
@@ -53,7 +62,13 @@ func (q *queue) push(ctx context.Context, e ports.Entry) error {
 				clear(q.buf[k:])
 				q.buf, q.head = q.buf[:k], 0
 			}
-			q.buf = append(q.buf, e)
+			if len(q.buf) == cap(q.buf) {
+				// Grow by doubling, never past max slots.
+				grown := make([]queued, len(q.buf), min(max(2*cap(q.buf), 16), q.max))
+				copy(grown, q.buf)
+				q.buf = grown
+			}
+			q.buf = append(q.buf, queued{e, cost})
 			q.mu.Unlock()
 			if n == 0 {
 				// The consumer waits only after finding the queue empty.
@@ -105,17 +120,17 @@ func (q *queue) wait() bool {
 }
 
 // take moves queued entries to batch while it holds fewer than maxEntries
-// entries and costs less than maxBytes (c measures each), and says whether
-// the queue is closed and now empty.
-func (q *queue) take(batch []ports.Entry, cost int64, maxEntries int, maxBytes int64, c *costs) ([]ports.Entry, int64, bool) {
+// entries and costs less than maxBytes, and says whether the queue is
+// closed and now empty.
+func (q *queue) take(batch []ports.Entry, cost int64, maxEntries int, maxBytes int64) ([]ports.Entry, int64, bool) {
 	q.mu.Lock()
 	took := false
 	for q.head < len(q.buf) && len(batch) < maxEntries && cost < maxBytes {
 		e := q.buf[q.head]
-		q.buf[q.head] = ports.Entry{}
+		q.buf[q.head] = queued{}
 		q.head++
-		batch = append(batch, e)
-		cost += c.of(e)
+		batch = append(batch, e.e)
+		cost += e.cost
 		took = true
 	}
 	if q.head == len(q.buf) {

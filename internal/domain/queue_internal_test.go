@@ -25,7 +25,7 @@ func TestQueueWakesEveryBlockedProducer(t *testing.T) {
 				for p := range producers {
 					wg.Go(func() {
 						for i := range each {
-							if err := q.push(t.Context(), ports.Entry{Line: strconv.Itoa(p), Checkpoint: ports.Checkpoint{Value: strconv.Itoa(i)}}); err != nil {
+							if err := q.push(t.Context(), ports.Entry{Line: strconv.Itoa(p), Checkpoint: ports.Checkpoint{Value: strconv.Itoa(i)}}, 1); err != nil {
 								t.Error(err)
 								return
 							}
@@ -34,11 +34,10 @@ func TestQueueWakesEveryBlockedProducer(t *testing.T) {
 				}
 				go func() { wg.Wait(); q.close() }()
 				next := make([]int, producers)
-				var c costs
 				total := 0
 				for q.wait() {
 					var batch []ports.Entry
-					batch, _, _ = q.take(batch, 0, 3, 1<<30, &c)
+					batch, _, _ = q.take(batch, 0, 3, 1<<30)
 					q.mu.Lock()
 					n := len(q.buf) - q.head
 					q.mu.Unlock()
@@ -66,19 +65,18 @@ func TestQueueWakesEveryBlockedProducer(t *testing.T) {
 func TestQueuePushEndsWithItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newQueue(1)
-		if err := q.push(t.Context(), ports.Entry{Line: "a"}); err != nil {
+		if err := q.push(t.Context(), ports.Entry{Line: "a"}, 1); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
-		go func() { done <- q.push(ctx, ports.Entry{Line: "b"}) }()
+		go func() { done <- q.push(ctx, ports.Entry{Line: "b"}, 1) }()
 		synctest.Wait()
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("push on a full queue after its context ended: %v", err)
 		}
-		var c costs
-		batch, _, _ := q.take(nil, 0, 10, 1<<30, &c)
+		batch, _, _ := q.take(nil, 0, 10, 1<<30)
 		if len(batch) != 1 || batch[0].Line != "a" {
 			t.Fatalf("took %v, want only a", batch)
 		}
@@ -94,20 +92,21 @@ func TestQueueGrowsAndGivesBack(t *testing.T) {
 		if cap(q.buf) != 0 {
 			t.Fatalf("a new queue holds %d slots", cap(q.buf))
 		}
+		var c costs
 		for i := range 5000 {
-			if err := q.push(t.Context(), ports.Entry{Line: fmt.Sprintf("%05d", i)}); err != nil {
+			e := ports.Entry{Line: fmt.Sprintf("%05d", i)}
+			if err := q.push(t.Context(), e, c.of(e)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		var c costs
-		batch, cost, done := q.take(nil, 0, 1000, 1<<30, &c)
+		batch, cost, done := q.take(nil, 0, 1000, 1<<30)
 		if len(batch) != 1000 || batch[999].Line != "00999" || done {
 			t.Fatalf("took %d entries (done %v), want the first 1000", len(batch), done)
 		}
-		if batch, _, _ = q.take(nil, 0, 5000, cost/2, &c); len(batch) != 500 {
+		if batch, _, _ = q.take(nil, 0, 5000, cost/2); len(batch) != 500 {
 			t.Fatalf("with half the bytes of 1000 entries took %d, want 500", len(batch))
 		}
-		if batch, _, _ = q.take(nil, 0, 5000, 1<<30, &c); len(batch) != 3500 || batch[3499].Line != "04999" {
+		if batch, _, _ = q.take(nil, 0, 5000, 1<<30); len(batch) != 3500 || batch[3499].Line != "04999" {
 			t.Fatalf("took %d entries, want the last 3500", len(batch))
 		}
 		waited := make(chan bool)
@@ -119,14 +118,14 @@ func TestQueueGrowsAndGivesBack(t *testing.T) {
 		if slots > keptSlots {
 			t.Fatalf("an emptied queue the consumer waits on keeps %d slots, want at most %d", slots, keptSlots)
 		}
-		if err := q.push(t.Context(), ports.Entry{Line: "x"}); err != nil {
+		if err := q.push(t.Context(), ports.Entry{Line: "x"}, 1); err != nil {
 			t.Fatal(err)
 		}
 		if !<-waited {
 			t.Fatal("wait returned false for a queued entry")
 		}
 		q.close()
-		if batch, _, done = q.take(nil, 0, 10, 1<<30, &c); len(batch) != 1 || !done {
+		if batch, _, done = q.take(nil, 0, 10, 1<<30); len(batch) != 1 || !done {
 			t.Fatalf("the closed queue's last take: %d entries, done %v", len(batch), done)
 		}
 		if q.wait() {
