@@ -44,6 +44,14 @@ type shardLanes struct {
 	held  func(ports.Lane) (entries, bytes int64)
 }
 
+// snapshot is a copy of list, taken holding mu (a callback's view of what
+// the shards registered).
+func snapshot[T any](mu *sync.Mutex, list *[]T) []T {
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(*list)
+}
+
 // flowAttrs are a series' labels with the shard's (none in the single-org
 // form).
 func flowAttrs(shard string, kv ...attribute.KeyValue) attribute.Set {
@@ -59,10 +67,7 @@ func (t *Telemetry) flowInstruments(m metric.Meter) error {
 	if _, err = m.Int64ObservableCounter("sf2loki_entries_ingested",
 		metric.WithDescription("Entries the sources produced (queued for the sink), by source and event type; the configured event types from the start. Labelled shard=<org> when orgs are configured."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			f.mu.Lock()
-			all := slices.Clone(f.ingestCounters)
-			f.mu.Unlock()
-			for _, c := range all {
+			for _, c := range snapshot(&f.mu, &f.ingestCounters) {
 				c.observe(o)
 			}
 			return nil
@@ -76,10 +81,7 @@ func (t *Telemetry) flowInstruments(m metric.Meter) error {
 	laneGauge := func(name, unit, desc string, v func(entries, bytes int64) int64) error {
 		_, err := m.Int64ObservableGauge(name, metric.WithDescription(desc), metric.WithUnit(unit),
 			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-				f.mu.Lock()
-				all := slices.Clone(f.lanes)
-				f.mu.Unlock()
-				for _, s := range all {
+				for _, s := range snapshot(&f.mu, &f.lanes) {
 					for _, l := range []ports.Lane{ports.LaneRealtime, ports.LaneBulk} {
 						var n, b int64
 						if s.held != nil {
@@ -103,10 +105,7 @@ func (t *Telemetry) flowInstruments(m metric.Meter) error {
 	if _, err := m.Float64ObservableGauge("sf2loki_checkpoint_age", metric.WithUnit("s"),
 		metric.WithDescription("Seconds since a checkpoint key of the source (the key's prefix: eventlogfile, pubsub, eventlog_objects, apexlog, synthetic) last moved in a successful commit; until the first, since the process started. Labelled shard=<org> when orgs are configured."),
 		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
-			f.mu.Lock()
-			all := slices.Clone(f.ages)
-			f.mu.Unlock()
-			for _, a := range all {
+			for _, a := range snapshot(&f.mu, &f.ages) {
 				a.observe(o)
 			}
 			return nil
