@@ -33,12 +33,16 @@ func Level(get func(string) string) string {
 			return "error"
 		}
 	}
-	if code, err := strconv.Atoi(strings.TrimSpace(get("STATUS_CODE"))); err == nil {
-		switch {
-		case code >= 500:
-			return "error"
-		case code >= 400:
-			return "warn"
+	// Most rows carry no STATUS_CODE: strconv.Atoi("") would allocate
+	// its error for each of them.
+	if v := strings.TrimSpace(get("STATUS_CODE")); v != "" {
+		if code, err := strconv.Atoi(v); err == nil {
+			switch {
+			case code >= 500:
+				return "error"
+			case code >= 400:
+				return "warn"
+			}
 		}
 	}
 	switch strings.ToUpper(strings.TrimSpace(get("REQUEST_STATUS"))) {
@@ -51,8 +55,11 @@ func Level(get func(string) string) string {
 		return "error"
 	}
 	for _, f := range []string{"OPERATION_STATUS", "Status"} {
-		switch v := strings.ToLower(strings.TrimSpace(get(f))); {
-		case v == "", v == "success", v == "succeeded", v == "null":
+		v := strings.TrimSpace(get(f))
+		if v == "" || lowerIs(v, "success") || lowerIs(v, "succeeded") || lowerIs(v, "null") {
+			continue // the common answers, without lower-casing a copy
+		}
+		switch v = strings.ToLower(v); {
 		case strings.HasPrefix(v, "fail"), strings.Contains(v, "error"):
 			return "error"
 		case f == "Status" && isLogin(get):
@@ -62,6 +69,25 @@ func Level(get func(string) string) string {
 		}
 	}
 	return "info"
+}
+
+// lowerIs reports whether strings.ToLower(v) == lower, for an ASCII lower
+// case word without a k (no other rune lower-cases to one of its
+// letters), without making the copy.
+func lowerIs(v, lower string) bool {
+	if len(v) != len(lower) {
+		return false
+	}
+	for i := range len(v) {
+		c := v[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // isLogin reports whether a record is a login (LoginEvent,
