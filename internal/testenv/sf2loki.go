@@ -16,7 +16,8 @@ var (
 )
 
 // Sf2loki builds cmd/sf2loki once per test process into a temp dir and
-// returns the binary's path.
+// returns the binary's path. A package that calls it removes the binary
+// with RemoveSf2loki in its TestMain: a test process leaves none behind.
 func Sf2loki(t testing.TB) string {
 	t.Helper()
 	root := RepoRoot(t)
@@ -40,4 +41,13 @@ func Sf2loki(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// RemoveSf2loki removes the binary Sf2loki built, if it built one; call
+// it from TestMain after m.Run.
+func RemoveSf2loki() error {
+	if binPath == "" {
+		return nil
+	}
+	return os.RemoveAll(filepath.Dir(binPath))
 }
