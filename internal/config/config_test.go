@@ -324,7 +324,7 @@ func TestStallTimeoutIsRaisedAboveOneBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := cfg.EffectiveStallTimeout(), 5*time.Second+5*time.Minute+10*time.Second; got != want {
+	if got, want := cfg.EffectiveStallTimeout(), 5*time.Second+5*time.Minute+config.DefaultFileCommitInterval+10*time.Second; got != want {
 		t.Fatalf("effective stall timeout %s, want %s", got, want)
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "service.stall_timeout 30s is shorter") {
@@ -342,7 +342,7 @@ func TestCommitIntervalByStore(t *testing.T) {
 		yaml string
 		want time.Duration
 	}{
-		{"", 0},
+		{"", time.Second},
 		{"state: {store: s3, s3: {bucket: b}}\n", 10 * time.Second},
 		{"state: {store: gcs, gcs: {bucket: b}}\n", 10 * time.Second},
 		{"state: {store: s3, s3: {bucket: b}, commit_interval: 500ms}\n", 500 * time.Millisecond},

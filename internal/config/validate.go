@@ -528,16 +528,23 @@ const (
 	// DefaultObjectCommitInterval is the s3 and gcs default: 10s bounds a
 	// constant load to about 260,000 writes a month.
 	DefaultObjectCommitInterval = 10 * time.Second
+	// DefaultFileCommitInterval is the file default: under a constant
+	// load a checkpoint file is written (and synced, with its directory)
+	// once a second, not once per push.
+	DefaultFileCommitInterval = time.Second
 	// MinGCSCommitInterval is the least interval on gcs, which allows about
 	// one write per second to an object.
 	MinGCSCommitInterval = time.Second
 )
 
 // EffectiveCommitInterval is state.commit_interval, or the store's default
-// when 0: a file commits at once, an object every 10s.
+// when 0: a file every second, an object every 10s.
 func (c *Config) EffectiveCommitInterval() time.Duration {
-	if c.State.CommitInterval > 0 || c.State.Store == StoreFile {
+	switch {
+	case c.State.CommitInterval > 0:
 		return c.State.CommitInterval
+	case c.State.Store == StoreFile:
+		return DefaultFileCommitInterval
 	}
 	return DefaultObjectCommitInterval
 }
