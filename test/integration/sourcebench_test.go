@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
+	"github.com/sf2loki/sf2loki/internal/testenv/faultproxy"
 )
 
 // BenchmarkEventLogFileDaemon runs the built daemon on one EventLogFile
@@ -154,10 +156,20 @@ func BenchmarkPubSubDaemon(b *testing.B) {
 // reads them from the earliest (job its label).
 func loginTopic(b *testing.B, n int) func(job string) func(state, push string) string {
 	ps := fakepubsub.Start(b)
-	ps.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
+	// PUBSUB_TOPICS (1) spreads the events over as many topics of the
+	// LoginEventStream schema: each stream has its own 100-event window.
+	k := benchEnvInt(b, "PUBSUB_TOPICS", 1)
+	topics := make([]string, k)
+	for i := range topics {
+		topics[i] = fakepubsub.LoginTopic
+		if i > 0 {
+			topics[i] = fmt.Sprintf("/event/Login%d__e", i)
+		}
+		ps.AddTopic(topics[i], fakepubsub.LoginEventStreamSchema)
+	}
 	at := time.Now()
 	for i := range n {
-		ps.Append(fakepubsub.LoginTopic, fakepubsub.LoginEvent(i, at.Add(time.Duration(i)*time.Millisecond)))
+		ps.Append(topics[i%k], fakepubsub.LoginEvent(i, at.Add(time.Duration(i)*time.Millisecond)))
 	}
 	web := httptest.NewServer(&fakesf.Org{})
 	b.Cleanup(web.Close)
@@ -166,7 +178,7 @@ func loginTopic(b *testing.B, n int) func(job string) func(state, push string) s
 			return state + fmt.Sprintf(`salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: s3cret, org_id: 00D000000000001}
 sources: {pubsub: {topics: [%s], replay_preset: EARLIEST, endpoint: %q, plaintext: true}}
 sink: {loki: {url: %s, labels: {job: %s}}}
-`, web.URL, fakepubsub.LoginTopic, ps.Addr, push, job)
+`, web.URL, strings.Join(topics, ", "), ps.Addr, push, job)
 		}
 	}
 }
@@ -198,8 +210,10 @@ func BenchmarkPubSubOverEventLogFile(b *testing.B) {
 			p := benchRun(b, nil, fmt.Sprintf("ratio-ps%d", r), push, n, pubsub(fmt.Sprintf("ratio-ps%d", r)))
 			psSecs += p.secs
 			psCPU += p.cpuSecs
-			b.Logf("round %d: EventLogFile %.0f rows/s (%.1f µs/row), Pub/Sub %.0f events/s (%.1f µs/event), ratio %.2f",
-				r+1, float64(n)/e.secs, e.cpuSecs/float64(n)*1e6, float64(n)/p.secs, p.cpuSecs/float64(n)*1e6, e.secs/p.secs)
+			b.Logf("round %d: EventLogFile %.0f rows/s (%.1f µs/row, first push %.2fs, cores: daemon %.2f, harness %.2f), "+
+				"Pub/Sub %.0f events/s (%.1f µs/event, first push %.2fs, cores: daemon %.2f, harness %.2f), ratio %.2f",
+				r+1, float64(n)/e.secs, e.cpuSecs/float64(n)*1e6, e.firstSecs, e.cpuSecs/e.secs, e.harnessCPUSecs/e.secs,
+				float64(n)/p.secs, p.cpuSecs/float64(n)*1e6, p.firstSecs, p.cpuSecs/p.secs, p.harnessCPUSecs/p.secs, e.secs/p.secs)
 		}
 	}
 	b.StopTimer()
@@ -221,6 +235,7 @@ func BenchmarkPubSubOverEventLogFile(b *testing.B) {
 type benchResult struct {
 	secs, peakMiB, cpuSecs float64
 	firstSecs              float64 // exec to the first entry pushed
+	harnessCPUSecs         float64 // this process's CPU time over the run
 	counts                 netCounts
 	extra                  string
 }
@@ -248,7 +263,24 @@ func benchRun(b *testing.B, net *benchNet, job, push string, n int, cfg func(sta
 			r.counts = run.settledCounts()
 		}
 	})
-	r.secs, r.peakMiB, r.cpuSecs, r.firstSecs = p.secs, p.peakMiB, p.cpuSecs, p.firstSecs
+	r.secs, r.peakMiB, r.cpuSecs, r.firstSecs, r.harnessCPUSecs = p.secs, p.peakMiB, p.cpuSecs, p.firstSecs, p.harnessCPUSecs
+	if path := os.Getenv("BENCH_DAEMON_LOG"); path != "" && run != nil {
+		// The store's and the pushes' requests, by when they reached the
+		// proxy, from the daemon's exec.
+		var lines []string
+		for _, p2 := range []struct {
+			name string
+			reqs []faultproxy.Request
+		}{{"store", run.store.Requests()}, {"push", run.pushes.Requests()}} {
+			for _, q := range p2.reqs {
+				lines = append(lines, fmt.Sprintf("%8.3fs %-5s %s %s -> %d at %.3fs", q.Received.Sub(p.started).Seconds(), p2.name, q.Method, q.Path, q.Status, q.At.Sub(p.started).Seconds()))
+			}
+		}
+		slices.Sort(lines)
+		if err := os.WriteFile(path+"."+job+".requests", []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			b.Error(err)
+		}
+	}
 	return r
 }
 
@@ -287,12 +319,17 @@ type pushedRun struct {
 	// firstSecs is when the daemon's metrics first showed an entry pushed
 	// (sampled every 20ms): the start-up, login and first read before it.
 	firstSecs float64
+	// harnessCPUSecs is this process's CPU time over the run: the fake
+	// services and the peer, which share the machine with the daemon.
+	harnessCPUSecs float64
+	started        time.Time // the daemon's exec
 }
 
 // untilPushed runs one daemon on cfg (with env) until the peer has accepted
 // n entries, within limit, calls atEnd at once, and returns the seconds that
 // took, the daemon's CPU time by then and its peak RSS.
 func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env []string, atEnd func()) pushedRun {
+	harness := procCPUSecs(b, os.Getpid())
 	d := start(b, name, cfg, env...)
 	profiled := cpuProfile(b, d)
 	var first float64
@@ -307,14 +344,22 @@ func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env
 		if d.exited() || time.Since(d.started) > limit {
 			b.Fatalf("%s: %v pushed after %s (exited %v)", d.name, m["sf2loki_loki_entries_pushed_total"], time.Since(d.started), d.exited())
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(time.Duration(benchEnvInt(b, "SCRAPE_MS", 20)) * time.Millisecond)
 	}
-	r := pushedRun{secs: time.Since(d.started).Seconds(), cpuSecs: procCPUSecs(b, d.cmd.Process.Pid), firstSecs: first}
+	r := pushedRun{secs: time.Since(d.started).Seconds(), cpuSecs: procCPUSecs(b, d.cmd.Process.Pid), firstSecs: first,
+		harnessCPUSecs: procCPUSecs(b, os.Getpid()) - harness, started: d.started}
 	atEnd()
 	profiled()
 	r.peakMiB = float64(procStatusKiB(b, d.cmd.Process.Pid, "VmHWM")) / 1024
 	d.signal(b, syscall.SIGTERM)
 	d.waitExit(b, 30*time.Second)
+	// BENCH_DAEMON_LOG=<file> keeps each daemon's log in <file>.<name>:
+	// its lines are timed, so the start-up can be read step by step.
+	if path := os.Getenv("BENCH_DAEMON_LOG"); path != "" {
+		if err := os.WriteFile(path+"."+name, []byte(d.out.String()), 0o644); err != nil {
+			b.Error(err)
+		}
+	}
 	return r
 }
 
@@ -338,21 +383,34 @@ func procStatusKiB(b testing.TB, pid int, field string) int {
 // cpuProfile, with BENCH_CPUPROFILE=<file> (and service.pprof on through
 // DAEMON_EXTRA_YAML='{service: {pprof: true}}'), records the daemon's CPU
 // profile for BENCH_CPUPROFILE_SECONDS (default 5) from its start into
-// <file>.<daemon name>, for `go tool pprof`. The returned func waits for
-// the profile.
+// <file>.<daemon name>, for `go tool pprof`; with BENCH_TRACE=<file>, its
+// execution trace the same way, for `go tool trace`. The returned func
+// waits for them.
 func cpuProfile(b *testing.B, d *daemon) func() {
-	path := os.Getenv("BENCH_CPUPROFILE")
-	if path == "" {
-		return func() {}
-	}
 	secs := benchEnvInt(b, "BENCH_CPUPROFILE_SECONDS", 5)
+	var waits []func()
+	for env, endpoint := range map[string]string{"BENCH_CPUPROFILE": "profile", "BENCH_TRACE": "trace"} {
+		if path := os.Getenv(env); path != "" {
+			waits = append(waits, pprofFetch(b, d, env, endpoint, path, secs))
+		}
+	}
+	return func() {
+		for _, w := range waits {
+			w()
+		}
+	}
+}
+
+// pprofFetch fetches /debug/pprof/<endpoint> from d for secs seconds into
+// <path>.<daemon name>; the returned func waits for it.
+func pprofFetch(b *testing.B, d *daemon, env, endpoint, path string, secs int) func() {
 	done := make(chan error, 1)
 	go func() {
 		c := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
 		var resp *http.Response
 		var err error
 		for range 100 {
-			if resp, err = c.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", d.addr, secs)); err == nil {
+			if resp, err = c.Get(fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", d.addr, endpoint, secs)); err == nil {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -374,7 +432,7 @@ func cpuProfile(b *testing.B, d *daemon) func() {
 	}()
 	return func() {
 		if err := <-done; err != nil {
-			b.Errorf("BENCH_CPUPROFILE: %v", err)
+			b.Errorf("%s: %v", env, err)
 		}
 	}
 }
