@@ -17,7 +17,7 @@ var (
 
 // Sf2loki builds cmd/sf2loki once per test process into a temp dir and
 // returns the binary's path. A package that calls it removes the binary
-// with RemoveSf2loki in its TestMain: a test process leaves none behind.
+// in its TestMain (Main): a test process leaves none behind.
 func Sf2loki(t testing.TB) string {
 	t.Helper()
 	root := RepoRoot(t)
@@ -43,8 +43,17 @@ func Sf2loki(t testing.TB) string {
 	return binPath
 }
 
-// RemoveSf2loki removes the binary Sf2loki built, if it built one; call
-// it from TestMain after m.Run.
+// Main is a TestMain for a package that calls Sf2loki: it runs the tests,
+// removes the binary and exits with the tests' code.
+func Main(m *testing.M) {
+	code := m.Run()
+	if err := RemoveSf2loki(); err != nil {
+		fmt.Fprintln(os.Stderr, "removing the built sf2loki:", err)
+	}
+	os.Exit(code)
+}
+
+// RemoveSf2loki removes the binary Sf2loki built, if it built one.
 func RemoveSf2loki() error {
 	if binPath == "" {
 		return nil

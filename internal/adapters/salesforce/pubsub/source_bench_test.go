@@ -26,12 +26,11 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkSourceEvents is the source alone on 20,000 LoginEventStream
-// events of the in-process Pub/Sub API (gRPC, protobuf, the Avro payload
-// to its line, time and level), without the pipeline: events/s, and with
-// -cpuprofile where a Pub/Sub event's time goes before the push.
-func BenchmarkSourceEvents(b *testing.B) {
-	const n = 20_000
+// loginStream is an in-process Pub/Sub API holding n LoginEventStream
+// events, one a millisecond from the returned time, and an authenticator
+// for it.
+func loginStream(b *testing.B, n int) (*fakepubsub.Server, *salesforce.Auth, time.Time) {
+	b.Helper()
 	srv := fakepubsub.Start(b)
 	srv.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
 	at := time.Now()
@@ -44,6 +43,16 @@ func BenchmarkSourceEvents(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return srv, auth, at
+}
+
+// BenchmarkSourceEvents is the source alone on 20,000 LoginEventStream
+// events of the in-process Pub/Sub API (gRPC, protobuf, the Avro payload
+// to its line, time and level), without the pipeline: events/s, and with
+// -cpuprofile where a Pub/Sub event's time goes before the push.
+func BenchmarkSourceEvents(b *testing.B) {
+	const n = 20_000
+	srv, auth, _ := loginStream(b, n)
 	spec := pubsub.Spec{Topics: []string{fakepubsub.LoginTopic}, ReplayPreset: pubsub.Earliest, Endpoint: srv.Addr, Plaintext: true}
 	cpu := processCPU()
 	for b.Loop() {
@@ -86,18 +95,7 @@ func BenchmarkSourceEvents(b *testing.B) {
 // Pub/Sub API's 100-event flow-control window and the push to.
 func BenchmarkSourceEventsOverEventLogFile(b *testing.B) {
 	const n = 100_000
-	srv := fakepubsub.Start(b)
-	srv.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
-	at := time.Now()
-	for i := range n {
-		srv.Append(fakepubsub.LoginTopic, fakepubsub.LoginEvent(i, at.Add(time.Duration(i)*time.Millisecond)))
-	}
-	web := httptest.NewServer(&fakesf.Org{})
-	b.Cleanup(web.Close)
-	auth, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: web.URL, ClientID: "ck", ClientSecret: "x", OrgID: "00D000000000001"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv, auth, at := loginStream(b, n)
 	org := &fakesf.ELFOrg{}
 	org.Add("0AT1", "Login", at.Add(-time.Hour), fakesf.LoginEventLogFile(n))
 	rest := httptest.NewServer(org)
