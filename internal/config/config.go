@@ -308,7 +308,7 @@ type State struct {
 	S3    S3Object  `yaml:"s3" mapstructure:"s3" doc:"Used when store is s3." defaults:"key=sf2loki/state.json"`
 	GCS   GCSObject `yaml:"gcs" mapstructure:"gcs" doc:"Used when store is gcs." defaults:"object_name=sf2loki/state.json"`
 	// CommitInterval: see EffectiveCommitInterval.
-	CommitInterval time.Duration `yaml:"commit_interval" mapstructure:"commit_interval" default:"0s" min:"100ms" max:"10m" zero:"allowed" doc:"The least time between two checkpoint writes: positions the sink accepted are gathered (the latest per key) and written together, and always at a drain, a demotion and a shutdown. A crash re-sends at most this much (identical entries, which Loki stores once). 0 takes the store's default: file 1s (a write and two syncs a second under constant load, not one per push), s3 and gcs 10s (about 260,000 writes a month under constant load: see docs/operations.md). gcs allows about one write per second to an object: under 1s is refused there."`
+	CommitInterval time.Duration `yaml:"commit_interval" mapstructure:"commit_interval" default:"0s" min:"100ms" max:"10m" zero:"allowed" doc:"The least time between two checkpoint writes: positions the sink accepted are gathered (the latest per key) and written together, and always at a drain, a demotion and a shutdown. A crash re-sends at most this much (identical entries, which Loki stores once). 0 takes the store's default: file 1s (a write and two syncs a second under constant load, not one per push; 100ms is the closest to per-push commits), s3 and gcs 10s (about 260,000 writes a month under constant load: see docs/operations.md). gcs allows about one write per second to an object: under 1s is refused there."`
 }
 
 // StateFile is a checkpoint file.

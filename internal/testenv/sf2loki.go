@@ -53,10 +53,14 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// RemoveSf2loki removes the binary Sf2loki built, if it built one.
+// RemoveSf2loki removes the binary Sf2loki built, if it built one; a
+// later Sf2loki builds it again. Not for use while a test may still call
+// Sf2loki.
 func RemoveSf2loki() error {
 	if binPath == "" {
 		return nil
 	}
-	return os.RemoveAll(filepath.Dir(binPath))
+	err := os.RemoveAll(filepath.Dir(binPath))
+	buildOnce, binPath, buildErr = sync.Once{}, "", nil
+	return err
 }

@@ -20,4 +20,12 @@ func TestRemoveSf2lokiLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(bin)); !os.IsNotExist(err) {
 		t.Fatalf("%s is still there: %v", filepath.Dir(bin), err)
 	}
+	// Asked again, it builds again.
+	again := testenv.Sf2loki(t)
+	if _, err := os.Stat(again); err != nil {
+		t.Fatalf("after the removal: %v", err)
+	}
+	if err := testenv.RemoveSf2loki(); err != nil {
+		t.Fatal(err)
+	}
 }

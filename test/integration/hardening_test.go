@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
@@ -97,9 +98,10 @@ func TestAConflictDoesNotWedgeTheLeader(t *testing.T) {
 				t.Fatalf("state set --force: exit %d\n%s", code, out)
 			}
 			at := time.Now()
-			// The leader commits within its next batch (max_wait 1s) plus one
+			// The leader commits within its next batch (max_wait 1s), one
+			// commit interval (the file default 1s; s3 here 200ms) and one
 			// renew interval; without the fix it never commits again.
-			limit := time.Second + b.renew + slack
+			limit := time.Second + config.DefaultFileCommitInterval + b.renew + slack
 			for {
 				if _, n := syntheticPosition(t, b); n > before {
 					t.Logf("%s: %s set back from %d to %d; the leader committed %d after %s", cell.name, key, before, back, n, time.Since(at).Round(time.Millisecond))

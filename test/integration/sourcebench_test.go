@@ -344,7 +344,7 @@ func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env
 		if d.exited() || time.Since(d.started) > limit {
 			b.Fatalf("%s: %v pushed after %s (exited %v)", d.name, m["sf2loki_loki_entries_pushed_total"], time.Since(d.started), d.exited())
 		}
-		time.Sleep(time.Duration(benchEnvInt(b, "SCRAPE_MS", 20)) * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	r := pushedRun{secs: time.Since(d.started).Seconds(), cpuSecs: procCPUSecs(b, d.cmd.Process.Pid), firstSecs: first,
 		harnessCPUSecs: procCPUSecs(b, os.Getpid()) - harness, started: d.started}
@@ -384,13 +384,13 @@ func procStatusKiB(b testing.TB, pid int, field string) int {
 // DAEMON_EXTRA_YAML='{service: {pprof: true}}'), records the daemon's CPU
 // profile for BENCH_CPUPROFILE_SECONDS (default 5) from its start into
 // <file>.<daemon name>, for `go tool pprof`; with BENCH_TRACE=<file>, its
-// execution trace the same way, for `go tool trace`. The returned func
-// waits for them.
+// execution trace the same way, for `go tool trace` (its overhead then
+// counts in the daemon's CPU per entry). The returned func waits for them.
 func cpuProfile(b *testing.B, d *daemon) func() {
-	secs := benchEnvInt(b, "BENCH_CPUPROFILE_SECONDS", 5)
 	var waits []func()
 	for env, endpoint := range map[string]string{"BENCH_CPUPROFILE": "profile", "BENCH_TRACE": "trace"} {
 		if path := os.Getenv(env); path != "" {
+			secs := benchEnvInt(b, "BENCH_CPUPROFILE_SECONDS", 5)
 			waits = append(waits, pprofFetch(b, d, env, endpoint, path, secs))
 		}
 	}
