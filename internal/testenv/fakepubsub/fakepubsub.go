@@ -272,8 +272,13 @@ func (s *Server) Subscriptions() []Subscription {
 	return slices.Clone(s.subs)
 }
 
+// MaxOutstandingEvents is how many events a subscription may have
+// requested and not yet received: Salesforce treats more as this many.
+const MaxOutstandingEvents = 100
+
 // MaxOutstanding is the most events any stream had requested and not yet
-// received (Salesforce allows 100).
+// received, as asked (more than MaxOutstandingEvents is served as that
+// many, as Salesforce serves it).
 func (s *Server) MaxOutstanding() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -407,8 +412,10 @@ func (s *Server) Subscribe(stream grpc.BidiStreamingServer[eventbus.FetchRequest
 			requests <- r.GetNumRequested()
 		}
 	}()
-	outstanding := int(first.GetNumRequested())
-	s.noteOutstanding(outstanding)
+	// Salesforce counts what the requests add up to against 100: asking
+	// for more is treated as 100. MaxOutstanding reports what was asked.
+	s.noteOutstanding(int(first.GetNumRequested()))
+	outstanding := min(int(first.GetNumRequested()), MaxOutstandingEvents)
 	sentHere := 0
 	stalled := func() bool { return stalls && sentHere >= stallAfter }
 	for {
@@ -442,8 +449,8 @@ func (s *Server) Subscribe(stream grpc.BidiStreamingServer[eventbus.FetchRequest
 			if !ok {
 				return nil
 			}
-			outstanding += int(n)
-			s.noteOutstanding(outstanding)
+			s.noteOutstanding(outstanding + int(n))
+			outstanding = min(outstanding+int(n), MaxOutstandingEvents)
 		case <-changed:
 		case <-tick:
 			if err := stream.Send(&eventbus.FetchResponse{LatestReplayId: latest, PendingNumRequested: int32(outstanding), RpcId: "fake"}); err != nil { //nolint:gosec // ≤ 100

@@ -88,6 +88,53 @@ func TestReplayIDsAreOpaque(t *testing.T) {
 	}
 }
 
+// Requests add up against 100 outstanding events, as Salesforce counts
+// them: asking for 150 and then 80 more delivers 100, and 80 more only
+// once those 100 arrived.
+func TestOutstandingEventsAreCappedAt100(t *testing.T) {
+	s := fakepubsub.Start(t)
+	s.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
+	for i := range 300 {
+		s.Append(fakepubsub.LoginTopic, fakepubsub.LoginEvent(i, t0))
+	}
+	ctx, cancel := context.WithTimeout(authed(t.Context()), 5*time.Second)
+	defer cancel()
+	stream, err := client(t, s).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&eventbus.FetchRequest{TopicName: fakepubsub.LoginTopic, ReplayPreset: eventbus.ReplayPreset_EARLIEST, NumRequested: 150}); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for got < 100 {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(resp.GetEvents())
+	}
+	if got != 100 {
+		t.Fatalf("%d events for 150 requested, want 100", got)
+	}
+	if err := stream.Send(&eventbus.FetchRequest{TopicName: fakepubsub.LoginTopic, NumRequested: 80}); err != nil {
+		t.Fatal(err)
+	}
+	for got < 180 {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(resp.GetEvents())
+	}
+	if got != 180 || s.Sent() != 180 {
+		t.Fatalf("%d received, %d sent after 80 more, want 180", got, s.Sent())
+	}
+	if m := s.MaxOutstanding(); m != 150 {
+		t.Fatalf("MaxOutstanding %d, want the 150 asked", m)
+	}
+}
+
 // A CUSTOM subscription is refused as Salesforce refuses it: without a
 // replay id (replayid.validation.failed), with one the topic never issued
 // or whose event expired (replayid.corrupted); a good one resumes after
