@@ -29,6 +29,11 @@ type stream struct {
 // few is added to it without rendering its labels again: the entries of a
 // batch mostly share one or two label sets.
 func group(batch []ports.Entry) []*stream {
+	if oneLabelsMap(batch) {
+		// A source's entries share their labels map: one stream, whose
+		// entries are the batch itself (read, never written).
+		return []*stream{{labels: renderLabels(batch[0].Labels), labelKV: batch[0].Labels, entries: batch}}
+	}
 	var out []*stream
 	var index map[string]*stream
 	for _, e := range batch {
@@ -56,6 +61,20 @@ func group(batch []ports.Entry) []*stream {
 		s.entries = append(s.entries, e)
 	}
 	return out
+}
+
+// oneLabelsMap says whether batch is not empty and all its entries hold
+// the same labels map.
+func oneLabelsMap(batch []ports.Entry) bool {
+	if len(batch) == 0 {
+		return false
+	}
+	for i := 1; i < len(batch); i++ {
+		if !sameMap(batch[0].Labels, batch[i].Labels) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameMap says whether a and b are the same map (not merely equal ones).

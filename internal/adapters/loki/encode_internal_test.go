@@ -117,11 +117,19 @@ func randomBatch(r *rand.Rand, n int) []ports.Entry {
 }
 
 // group and encodeProtobuf are the reference forms made fast: the same
-// streams in the same order, and the same bytes.
+// streams in the same order, and the same bytes, for batches of mixed
+// label sets and batches whose entries share one labels map.
 func TestGroupAndProtobufMatchTheirReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := range 200 {
 		batch := randomBatch(r, 1+r.IntN(400))
+		if round%4 == 0 {
+			// A source's batch: every entry holds the first one's labels
+			// map (nil, empty, shared or its own).
+			for i := range batch {
+				batch[i].Labels = batch[0].Labels
+			}
+		}
 		got, want := group(batch), referenceGroup(batch)
 		if len(got) != len(want) {
 			t.Fatalf("round %d: %d streams, want %d", round, len(got), len(want))
