@@ -26,18 +26,32 @@ type flight struct {
 }
 
 func newFlight(batch []ports.Entry, cost int64) *flight {
-	f := &flight{batch: batch, cost: cost, lines: make([]ports.Entry, 0, len(batch))}
+	f := &flight{batch: batch, cost: cost}
+	n := 0 // the lines: entries that are not checkpoint-only
 	for _, e := range batch {
 		if e.CheckpointOnly {
 			continue
 		}
-		if len(f.lines) == 0 || e.Time.Before(f.oldest) {
+		if n == 0 || e.Time.Before(f.oldest) {
 			f.oldest = e.Time
 		}
-		if len(f.lines) == 0 || e.Time.After(f.newest) {
+		if n == 0 || e.Time.After(f.newest) {
 			f.newest = e.Time
 		}
-		f.lines = append(f.lines, e)
+		n++
+	}
+	switch {
+	case n == len(batch):
+		// Every entry is a line: the lines are the batch (neither is
+		// written once the flight is made).
+		f.lines = batch
+	case n > 0:
+		f.lines = make([]ports.Entry, 0, n)
+		for _, e := range batch {
+			if !e.CheckpointOnly {
+				f.lines = append(f.lines, e)
+			}
+		}
 	}
 	return f
 }
@@ -325,7 +339,6 @@ func (p *Pipeline) collect(l *lane) (batch []ports.Entry, cost int64, open bool)
 	if !l.q.wait() {
 		return nil, 0, false
 	}
-	batch = make([]ports.Entry, 0, min(l.cfg.BatchEntries, 256))
 	full := func() bool { return len(batch) >= l.cfg.BatchEntries || cost >= l.cfg.BatchBytes }
 	var done bool
 	batch, cost, done = l.q.take(batch, cost, l.cfg.BatchEntries, l.cfg.BatchBytes)

@@ -125,6 +125,13 @@ func (q *queue) wait() bool {
 func (q *queue) take(batch []ports.Entry, cost int64, maxEntries int, maxBytes int64) ([]ports.Entry, int64, bool) {
 	q.mu.Lock()
 	took := false
+	// Room for what is queued, up to maxEntries, at least doubling: a
+	// full batch is allocated once, a trickle's stays small.
+	if need := len(batch) + min(len(q.buf)-q.head, maxEntries-len(batch)); need > cap(batch) {
+		grown := make([]ports.Entry, len(batch), min(max(need, 2*cap(batch)), maxEntries))
+		copy(grown, batch)
+		batch = grown
+	}
 	for q.head < len(q.buf) && len(batch) < maxEntries && cost < maxBytes {
 		e := q.buf[q.head]
 		q.buf[q.head] = queued{}

@@ -83,6 +83,41 @@ func TestQueuePushEndsWithItsContext(t *testing.T) {
 	})
 }
 
+// A batch is sized to what is queued: a full one is allocated once at its
+// size, a trickle's stays small, and it never holds more than maxEntries
+// slots.
+func TestQueueTakeSizesTheBatch(t *testing.T) {
+	q := newQueue(10000)
+	var c costs
+	add := func(n int) {
+		t.Helper()
+		for i := range n {
+			e := ports.Entry{Line: fmt.Sprint(i)}
+			if err := q.push(t.Context(), e, c.of(e)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	add(3)
+	batch, cost, _ := q.take(nil, 0, 1000, 1<<30)
+	if len(batch) != 3 || cap(batch) != 3 {
+		t.Fatalf("3 queued: a batch of %d in %d slots, want 3 in 3", len(batch), cap(batch))
+	}
+	add(5)
+	batch, cost, _ = q.take(batch, cost, 1000, 1<<30)
+	if len(batch) != 8 || cap(batch) < 8 || cap(batch) > 16 {
+		t.Fatalf("5 more: a batch of %d in %d slots, want 8 in 8 to 16", len(batch), cap(batch))
+	}
+	add(2500)
+	batch, _, _ = q.take(batch, cost, 1000, 1<<30)
+	if len(batch) != 1000 || cap(batch) != 1000 || batch[7].Line != "4" || batch[8].Line != "0" {
+		t.Fatalf("2,500 more: a batch of %d in %d slots, want 1000 in 1000, in order", len(batch), cap(batch))
+	}
+	if batch, _, _ = q.take(nil, 0, 1000, 1<<30); len(batch) != 1000 || cap(batch) != 1000 {
+		t.Fatalf("a full batch: %d in %d slots, want 1000 in 1000", len(batch), cap(batch))
+	}
+}
+
 // The buffer grows with what the queue holds and is given back once the
 // consumer finds it empty; take stops at the entry and byte limits and
 // says when a closed queue is empty.
