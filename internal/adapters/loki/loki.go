@@ -346,7 +346,17 @@ func (s *Sink) pushLabelled(ctx context.Context, batch []ports.Entry, labels map
 	if s.cfg.OnPush != nil {
 		defer func(start time.Time) { s.cfg.OnPush(time.Since(start)) }(time.Now())
 	}
-	prepared := make([]ports.Entry, len(batch))
+	buf := preparedBuffers.Get().(*[]ports.Entry)
+	prepared := slices.Grow((*buf)[:0], len(batch))[:len(batch)]
+	defer func() {
+		// Nothing keeps prepared past the push (a rejection copies its
+		// entry): cleared, so that the pool holds no lines, and given back.
+		clear(prepared)
+		if cap(prepared) <= maxPooledEntries {
+			*buf = prepared[:0]
+			preparedBuffers.Put(buf)
+		}
+	}()
 	merge := labelMerger{static: labels}
 	for i, e := range batch {
 		prepared[i] = s.prepare(e, &merge)
@@ -398,6 +408,12 @@ func (s *Sink) rejectingNow(status int, body string) {
 		s.log.Error("loki rejects every entry; holding the data uncommitted until it accepts them", "status", status, "body", body, "url", s.url)
 	}
 }
+
+// preparedBuffers holds the prepared entries' slices between pushes (up to
+// maxPooledEntries entries each).
+var preparedBuffers = sync.Pool{New: func() any { return new([]ports.Entry) }}
+
+const maxPooledEntries = 1 << 14
 
 // rejection is an entry Loki refused on its own.
 type rejection struct {

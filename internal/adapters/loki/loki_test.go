@@ -275,6 +275,53 @@ func TestPushDecodesExactly(t *testing.T) {
 	}
 }
 
+// Pushes in the air together each send exactly their own entries: the
+// prepared entries a push reuses between pushes are never shared by two.
+func TestConcurrentPushesSendTheirOwnEntries(t *testing.T) {
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	s := newSink(t, srv.URL)
+	const pushers, pushes, size = 8, 20, 50
+	var wg sync.WaitGroup
+	for p := range pushers {
+		wg.Go(func() {
+			for k := range pushes {
+				b := make([]ports.Entry, size+k%7)
+				for i := range b {
+					b[i] = ports.Entry{Time: time.Unix(1_700_000_000, 0), Labels: map[string]string{"source": fmt.Sprint("p", p)},
+						Line: fmt.Sprintf(`{"p":%d,"k":%d,"i":%d}`, p, k, i)}
+				}
+				if err := s.Push(t.Context(), b); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	seen := map[string]bool{}
+	want := 0
+	for k := range pushes {
+		want += pushers * (size + k%7)
+	}
+	for _, e := range rc.entries {
+		var p, k, i int
+		if _, err := fmt.Sscanf(e.Line, `{"p":%d,"k":%d,"i":%d}`, &p, &k, &i); err != nil {
+			t.Fatal(err)
+		}
+		if e.Labels != fmt.Sprintf(`{job="sf2loki",source="p%d"}`, p) || seen[e.Line] {
+			t.Fatalf("%s under %s (seen before %v)", e.Line, e.Labels, seen[e.Line])
+		}
+		seen[e.Line] = true
+	}
+	if len(seen) != want || rc.requests != pushers*pushes {
+		t.Fatalf("%d distinct entries in %d requests, want %d in %d", len(seen), rc.requests, want, pushers*pushes)
+	}
+}
+
 func TestRetriesHonourRetryAfterThenTransient(t *testing.T) {
 	rc := &receiver{answer: func(n, _ int) (int, http.Header) {
 		switch n {
