@@ -119,15 +119,30 @@ func (q *queue) wait() bool {
 	}
 }
 
+// fits is how many queued entries a batch with room for entries more and
+// bytes more would take, estimated at the first entry's cost (at least
+// one while any is queued). Callers hold q.mu.
+func (q *queue) fits(entries int, bytes int64) int {
+	n := min(len(q.buf)-q.head, entries)
+	if n <= 0 || bytes <= 0 {
+		return 0
+	}
+	if c := q.buf[q.head].cost; c > 0 {
+		n = int(min(int64(n), max(bytes/c, 0)+1))
+	}
+	return n
+}
+
 // take moves queued entries to batch while it holds fewer than maxEntries
 // entries and costs less than maxBytes, and says whether the queue is
 // closed and now empty.
 func (q *queue) take(batch []ports.Entry, cost int64, maxEntries int, maxBytes int64) ([]ports.Entry, int64, bool) {
 	q.mu.Lock()
 	took := false
-	// Room for what is queued, up to maxEntries, at least doubling: a
-	// full batch is allocated once, a trickle's stays small.
-	if need := len(batch) + min(len(q.buf)-q.head, maxEntries-len(batch)); need > cap(batch) {
+	// Room for what is queued, up to maxEntries and to what maxBytes
+	// leaves at the first entry's cost, at least doubling: a full batch is
+	// allocated once, a trickle's and a few large entries' stay small.
+	if need := len(batch) + q.fits(maxEntries-len(batch), maxBytes-cost); need > cap(batch) {
 		grown := make([]ports.Entry, len(batch), min(max(need, 2*cap(batch)), maxEntries))
 		copy(grown, batch)
 		batch = grown

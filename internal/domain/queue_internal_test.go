@@ -84,8 +84,8 @@ func TestQueuePushEndsWithItsContext(t *testing.T) {
 }
 
 // A batch is sized to what is queued: a full one is allocated once at its
-// size, a trickle's stays small, and it never holds more than maxEntries
-// slots.
+// size, a trickle's and a byte-bound one's stay small, and it never holds
+// more than maxEntries slots.
 func TestQueueTakeSizesTheBatch(t *testing.T) {
 	q := newQueue(10000)
 	var c costs
@@ -115,6 +115,12 @@ func TestQueueTakeSizesTheBatch(t *testing.T) {
 	}
 	if batch, _, _ = q.take(nil, 0, 1000, 1<<30); len(batch) != 1000 || cap(batch) != 1000 {
 		t.Fatalf("a full batch: %d in %d slots, want 1000 in 1000", len(batch), cap(batch))
+	}
+	// Large entries: the bytes, not the entries, bound the batch and its
+	// slots.
+	big := q.buf[q.head].cost
+	if batch, _, _ = q.take(nil, 0, 1000, 5*big); len(batch) != 5 || cap(batch) > 6 {
+		t.Fatalf("5 entries' bytes: a batch of %d in %d slots, want 5 in at most 6", len(batch), cap(batch))
 	}
 }
 

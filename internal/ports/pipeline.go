@@ -68,6 +68,8 @@ type Sink interface {
 	// rejected for good are dropped, counted by the sink, and their
 	// checkpoints may advance). A transient error (IsTransient) means
 	// nothing was accepted and the batch must be retried; any other error
-	// is fatal for the pipeline.
+	// is fatal for the pipeline. Push reads batch and neither changes nor
+	// keeps it (nor its slice) once it returns: the pipeline retries the
+	// same batch and releases its checkpoints from it.
 	Push(ctx context.Context, batch []Entry) error
 }

@@ -413,7 +413,7 @@ func (s *Sink) rejectingNow(status int, body string) {
 // maxPooledEntries entries each).
 var preparedBuffers = sync.Pool{New: func() any { return new([]ports.Entry) }}
 
-const maxPooledEntries = 1 << 14
+const maxPooledEntries = 4096 // 425 KB of slots at most per pooled slice
 
 // rejection is an entry Loki refused on its own.
 type rejection struct {

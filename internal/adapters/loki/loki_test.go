@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -288,8 +289,15 @@ func TestConcurrentPushesSendTheirOwnEntries(t *testing.T) {
 		wg.Go(func() {
 			for k := range pushes {
 				b := make([]ports.Entry, size+k%7)
+				shared := map[string]string{"source": fmt.Sprint("p", p)}
 				for i := range b {
-					b[i] = ports.Entry{Time: time.Unix(1_700_000_000, 0), Labels: map[string]string{"source": fmt.Sprint("p", p)},
+					// Odd pushers' entries share one labels map (one
+					// stream over the batch), even ones' have their own.
+					labels := shared
+					if p%2 == 0 {
+						labels = maps.Clone(shared)
+					}
+					b[i] = ports.Entry{Time: time.Unix(1_700_000_000, 0), Labels: labels,
 						Line: fmt.Sprintf(`{"p":%d,"k":%d,"i":%d}`, p, k, i)}
 				}
 				if err := s.Push(t.Context(), b); err != nil {
