@@ -128,7 +128,7 @@ func (q *queue) fits(entries int, bytes int64) int {
 		return 0
 	}
 	if c := q.buf[q.head].cost; c > 0 {
-		n = int(min(int64(n), max(bytes/c, 0)+1))
+		n = int(min(int64(n), bytes/c+1))
 	}
 	return n
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,6 +214,22 @@ func (r *netRun) settledCounts() netCounts {
 		c = next
 	}
 	return c
+}
+
+// writeTimeline writes to path the store's and the pushes' requests, one a
+// line, by when they reached the proxy, timed from started (the daemon's
+// exec), with when each was answered.
+func (r *netRun) writeTimeline(b *testing.B, path string, started time.Time) {
+	var lines []string
+	for name, reqs := range map[string][]faultproxy.Request{"store": r.store.Requests(), "push": r.pushes.Requests()} {
+		for _, q := range reqs {
+			lines = append(lines, fmt.Sprintf("%8.3fs %-5s %s %s -> %d at %.3fs", q.Received.Sub(started).Seconds(), name, q.Method, q.Path, q.Status, q.At.Sub(started).Seconds()))
+		}
+	}
+	slices.Sort(lines)
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		b.Error(err)
+	}
 }
 
 // counts reads the proxies: checkpoint writes (every attempt), those

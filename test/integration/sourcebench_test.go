@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +16,6 @@ import (
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
-	"github.com/sf2loki/sf2loki/internal/testenv/faultproxy"
 )
 
 // BenchmarkEventLogFileDaemon runs the built daemon on one EventLogFile
@@ -265,21 +263,7 @@ func benchRun(b *testing.B, net *benchNet, job, push string, n int, cfg func(sta
 	})
 	r.secs, r.peakMiB, r.cpuSecs, r.firstSecs, r.harnessCPUSecs = p.secs, p.peakMiB, p.cpuSecs, p.firstSecs, p.harnessCPUSecs
 	if path := os.Getenv("BENCH_DAEMON_LOG"); path != "" && run != nil {
-		// The store's and the pushes' requests, by when they reached the
-		// proxy, from the daemon's exec.
-		var lines []string
-		for _, p2 := range []struct {
-			name string
-			reqs []faultproxy.Request
-		}{{"store", run.store.Requests()}, {"push", run.pushes.Requests()}} {
-			for _, q := range p2.reqs {
-				lines = append(lines, fmt.Sprintf("%8.3fs %-5s %s %s -> %d at %.3fs", q.Received.Sub(p.started).Seconds(), p2.name, q.Method, q.Path, q.Status, q.At.Sub(p.started).Seconds()))
-			}
-		}
-		slices.Sort(lines)
-		if err := os.WriteFile(path+"."+job+".requests", []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			b.Error(err)
-		}
+		run.writeTimeline(b, path+"."+job+".requests", p.started)
 	}
 	return r
 }
