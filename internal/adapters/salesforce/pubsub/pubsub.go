@@ -82,7 +82,7 @@ type Spec struct {
 	// replay id always wins.
 	ReplayPreset string
 	// NumRequested is how many events a stream asks for at once (1–100,
-	// default 100); it asks for more once half have arrived.
+	// default 100); it asks for the next window once half have arrived.
 	NumRequested int
 	// RediscoveryInterval re-lists the "*" topics this often and subscribes
 	// to new ones; 0 lists them at start only.
@@ -610,6 +610,18 @@ func (s *Source) stream(ctx context.Context, topic string, pos *position, emit f
 		}
 		delivered = true
 		pending -= int32(len(resp.GetEvents())) //nolint:gosec // at most 100
+		// Ask for the next window before handing this one over, so the
+		// server sends it while these decode: one topic gets at most 100
+		// events a round trip, and a round trip spent decoding is lost.
+		// A full pipeline blocks emit below, so at most this window and
+		// the one asked ahead are held; a failed Send leaves pos at the
+		// last event handed over, where the next stream resumes.
+		if pending <= n/2 {
+			if err := stream.Send(&eventbus.FetchRequest{TopicName: topic, NumRequested: n - pending}); err != nil {
+				return delivered, s.streamErr(ctx, stream, tok, err)
+			}
+			pending = n
+		}
 		values = checkpointValues(values[:0], resp.GetEvents())
 		for i, ev := range resp.GetEvents() {
 			cp := ports.Checkpoint{Key: key, Value: values[i]}
@@ -626,14 +638,6 @@ func (s *Source) stream(ctx context.Context, topic string, pos *position, emit f
 				return delivered, err
 			}
 			pos.replayID = latest
-		}
-		// Ask for more only once the pipeline took what arrived: a full
-		// pipeline blocks emit above, so no more events are requested.
-		if pending <= n/2 {
-			if err := stream.Send(&eventbus.FetchRequest{TopicName: topic, NumRequested: n - pending}); err != nil {
-				return delivered, s.streamErr(ctx, stream, tok, err)
-			}
-			pending = n
 		}
 	}
 }

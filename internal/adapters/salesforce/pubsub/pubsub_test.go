@@ -218,11 +218,18 @@ func TestAFullPipelineStopsTheRequests(t *testing.T) {
 	s := &sink{gate: make(chan struct{})}
 	var released atomic.Bool
 	go func() {
-		// The pipeline takes nothing for a while: the stream may have
-		// received what it asked for (40), and no more.
+		// The pipeline takes nothing for a while. The stream asks for
+		// the next window as soon as one arrives, before handing it over,
+		// so the server works while the daemon decodes: it may receive
+		// the window being handed over and the one asked ahead (80), and
+		// no more.
+		deadline := time.Now().Add(5 * time.Second)
+		for e.srv.Sent() < 80 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
 		time.Sleep(300 * time.Millisecond)
-		if sent := e.srv.Sent(); sent > 40 {
-			t.Errorf("%d events sent while the pipeline took none, want at most the 40 requested", sent)
+		if sent := e.srv.Sent(); sent != 80 {
+			t.Errorf("%d events sent while the pipeline took none, want the 40 handed over and the 40 asked ahead", sent)
 		}
 		released.Store(true)
 		close(s.gate)
