@@ -27,7 +27,8 @@ type stream struct {
 // group splits a batch into streams by identical label sets, in first-seen
 // order. An entry whose labels equal those of a stream seen among the last
 // few is added to it without rendering its labels again: the entries of a
-// batch mostly share one or two label sets.
+// batch mostly share one or two label sets. Each stream's entries are
+// allocated once, at their count.
 func group(batch []ports.Entry) []*stream {
 	if oneLabelsMap(batch) {
 		// A source's entries share their labels map: one stream, whose
@@ -35,32 +36,54 @@ func group(batch []ports.Entry) []*stream {
 		return []*stream{{labels: renderLabels(batch[0].Labels), labelKV: batch[0].Labels, entries: batch}}
 	}
 	var out []*stream
-	var index map[string]*stream
-	for _, e := range batch {
-		var s *stream
-		for i := len(out) - 1; i >= max(0, len(out)-recentStreams); i-- {
-			// A source's entries share their labels map: the same map is
-			// the same label set without comparing its pairs.
-			if sameMap(out[i].labelKV, e.Labels) || maps.Equal(out[i].labelKV, e.Labels) {
-				s = out[i]
-				break
-			}
-		}
-		if s == nil {
+	var counts []int
+	var index map[string]int
+	which := make([]int32, len(batch)) // the stream of each entry
+	for i, e := range batch {
+		s := recent(out, e.Labels)
+		if s < 0 {
 			key := renderLabels(e.Labels)
 			if index == nil {
-				index = map[string]*stream{}
+				index = map[string]int{}
 			}
-			s = index[key]
-			if s == nil {
-				s = &stream{labels: key, labelKV: e.Labels}
+			var ok bool
+			if s, ok = index[key]; !ok {
+				s = len(out)
 				index[key] = s
-				out = append(out, s)
+				out = append(out, &stream{labels: key, labelKV: e.Labels})
+				counts = append(counts, 0)
 			}
 		}
+		which[i] = int32(s) //nolint:gosec // at most len(batch) streams
+		counts[s]++
+	}
+	for i, s := range out {
+		s.entries = make([]ports.Entry, 0, counts[i])
+	}
+	for i, e := range batch {
+		s := out[which[i]]
 		s.entries = append(s.entries, e)
 	}
 	return out
+}
+
+// recent returns the index of the stream among the last recentStreams of
+// out whose labels are labels, or -1. A source's entries share their
+// labels map, so the same map is looked for first, without comparing
+// pairs; then an equal one.
+func recent(out []*stream, labels map[string]string) int {
+	from := max(0, len(out)-recentStreams)
+	for i := len(out) - 1; i >= from; i-- {
+		if sameMap(out[i].labelKV, labels) {
+			return i
+		}
+	}
+	for i := len(out) - 1; i >= from; i-- {
+		if maps.Equal(out[i].labelKV, labels) {
+			return i
+		}
+	}
+	return -1
 }
 
 // oneLabelsMap says whether batch is not empty and all its entries hold
@@ -120,11 +143,11 @@ var escaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 // sized beforehand (each nested message's length is computed before it is
 // written), so encoding allocates per batch, not per entry.
 func encodeProtobuf(streams []*stream) []byte {
-	var keys []string // an entry's metadata keys, sorted
+	var meta metaCache
 	sizes := make([]int, len(streams))
 	size := 0
 	for i, s := range streams {
-		sizes[i] = streamSize(s, &keys)
+		sizes[i] = streamSize(s, &meta)
 		size += sizeField(sizes[i])
 	}
 	buf := reqBuffers.Get().(*[]byte)
@@ -136,9 +159,9 @@ func encodeProtobuf(streams []*stream) []byte {
 		req = protowire.AppendString(req, s.labels)
 		for _, e := range s.entries {
 			sec, ns := e.Time.Unix(), e.Time.Nanosecond()
-			keys = sortedKeys(e.Metadata, keys)
+			md := meta.encoded(e.Metadata)
 			req = protowire.AppendTag(req, 2, protowire.BytesType)
-			req = protowire.AppendVarint(req, uint64(entrySize(e, sec, ns, keys)))
+			req = protowire.AppendVarint(req, uint64(entrySize(e, sec, ns, md)))
 			req = protowire.AppendTag(req, 1, protowire.BytesType)
 			req = protowire.AppendVarint(req, uint64(timestampSize(sec, ns)))
 			if sec != 0 {
@@ -151,15 +174,7 @@ func encodeProtobuf(streams []*stream) []byte {
 			}
 			req = protowire.AppendTag(req, 2, protowire.BytesType)
 			req = protowire.AppendString(req, e.Line)
-			for _, k := range keys {
-				v := e.Metadata[k]
-				req = protowire.AppendTag(req, 3, protowire.BytesType)
-				req = protowire.AppendVarint(req, uint64(sizeField(len(k))+sizeField(len(v))))
-				req = protowire.AppendTag(req, 1, protowire.BytesType)
-				req = protowire.AppendString(req, k)
-				req = protowire.AppendTag(req, 2, protowire.BytesType)
-				req = protowire.AppendString(req, v)
-			}
+			req = append(req, md...)
 		}
 	}
 	// Snappy's standard level, as Promtail and Alloy push: the "better"
@@ -184,22 +199,17 @@ const maxPooledRequest = 8 << 20
 func sizeField(n int) int { return 1 + protowire.SizeBytes(n) }
 
 // streamSize is the size of s's Stream message.
-func streamSize(s *stream, keys *[]string) int {
+func streamSize(s *stream, meta *metaCache) int {
 	n := sizeField(len(s.labels))
 	for _, e := range s.entries {
-		*keys = sortedKeys(e.Metadata, *keys)
-		n += sizeField(entrySize(e, e.Time.Unix(), e.Time.Nanosecond(), *keys))
+		n += sizeField(entrySize(e, e.Time.Unix(), e.Time.Nanosecond(), meta.encoded(e.Metadata)))
 	}
 	return n
 }
 
-// entrySize is the size of e's Entry message, keys its metadata's keys.
-func entrySize(e ports.Entry, sec int64, ns int, keys []string) int {
-	n := sizeField(timestampSize(sec, ns)) + sizeField(len(e.Line))
-	for _, k := range keys {
-		n += sizeField(sizeField(len(k)) + sizeField(len(e.Metadata[k])))
-	}
-	return n
+// entrySize is the size of e's Entry message, md its encoded metadata.
+func entrySize(e ports.Entry, sec int64, ns int, md []byte) int {
+	return sizeField(timestampSize(sec, ns)) + sizeField(len(e.Line)) + len(md)
 }
 
 // timestampSize is the size of a Timestamp message (zero fields omitted).
@@ -214,16 +224,54 @@ func timestampSize(sec int64, ns int) int {
 	return n
 }
 
-// sortedKeys returns m's keys sorted, in buf's storage.
-func sortedKeys(m map[string]string, buf []string) []string {
-	buf = buf[:0]
+// metaCache encodes entries' metadata as an Entry's structuredMetadata
+// fields, sorted by name. A source's entries share one metadata map per
+// level, so the last few maps' encodings are kept for the push: most
+// entries' metadata is then a pointer compare, not a sort and a lookup per
+// pair, twice (sizes, then bytes).
+type metaCache struct {
+	maps    []map[string]string
+	enc     [][]byte
+	keys    []string // a map's keys, sorted
+	scratch []byte   // a map's encoding once the cache is full
+}
+
+// metaCached bounds the metadata maps a metaCache keeps.
+const metaCached = 8
+
+// encoded returns m's structuredMetadata fields; the bytes hold until the
+// next call when the cache is full.
+func (c *metaCache) encoded(m map[string]string) []byte {
+	for i, cm := range c.maps {
+		if sameMap(cm, m) {
+			return c.enc[i]
+		}
+	}
+	c.keys = c.keys[:0]
 	for k := range m {
-		buf = append(buf, k)
+		c.keys = append(c.keys, k)
 	}
-	if len(buf) > 1 {
-		slices.Sort(buf)
+	slices.Sort(c.keys)
+	var b []byte
+	if len(c.maps) == metaCached {
+		b = c.scratch[:0]
 	}
-	return buf
+	for _, k := range c.keys {
+		v := m[k]
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(sizeField(len(k))+sizeField(len(v))))
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, k)
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendString(b, v)
+	}
+	if len(c.maps) == metaCached {
+		c.scratch = b
+	} else {
+		c.maps = append(c.maps, m)
+		c.enc = append(c.enc, b)
+	}
+	return b
 }
 
 // encodeJSON renders the JSON push body, gzipped when gz.

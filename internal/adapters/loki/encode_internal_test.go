@@ -73,10 +73,12 @@ func referenceProtobuf(streams []*stream) []byte {
 
 // randomBatch mixes label sets (nil, empty, shared and per-entry maps,
 // values needing escapes), times (zero seconds or nanoseconds, before
-// 1970), metadata (none, one key, several) and line lengths around the
-// varint boundaries.
+// 1970), metadata (none, empty, one key, several; shared and per-entry
+// maps) and line lengths around the varint boundaries.
 func randomBatch(r *rand.Rand, n int) []ports.Entry {
 	shared := map[string]string{"source": "pubsub", "event_type": "LoginEvent"}
+	// A source's metadata maps, one per level, shared by its entries.
+	sharedMeta := []map[string]string{{"level": "info"}, {"level": "warn"}, {"level": "error", "user_id": "005", "a": ""}}
 	batch := make([]ports.Entry, n)
 	for i := range batch {
 		e := ports.Entry{Line: string(bytes.Repeat([]byte{'x'}, r.IntN(300)))}
@@ -104,10 +106,14 @@ func randomBatch(r *rand.Rand, n int) []ports.Entry {
 		default:
 			e.Time = time.Unix(r.Int64N(2e9), r.Int64N(1e9))
 		}
-		switch r.IntN(3) {
+		switch r.IntN(5) {
 		case 0:
 		case 1:
 			e.Metadata = map[string]string{"level": "info"}
+		case 2:
+			e.Metadata = sharedMeta[r.IntN(len(sharedMeta))]
+		case 3:
+			e.Metadata = map[string]string{}
 		default:
 			e.Metadata = map[string]string{"level": "error", "user_id": "005", "b": string(bytes.Repeat([]byte{'v'}, r.IntN(200))), "a": ""}
 		}

@@ -457,8 +457,15 @@ const mergedSets = 8
 
 // merged returns labels with the static labels merged over them.
 func (m *labelMerger) merged(labels map[string]string) map[string]string {
+	// The same map first (a source's entries share theirs), without
+	// comparing pairs; then an equal one.
 	for _, s := range m.seen {
-		if sameMap(s.from, labels) || maps.Equal(s.from, labels) {
+		if sameMap(s.from, labels) {
+			return s.merged
+		}
+	}
+	for _, s := range m.seen {
+		if maps.Equal(s.from, labels) {
 			return s.merged
 		}
 	}

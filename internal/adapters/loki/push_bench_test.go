@@ -61,6 +61,24 @@ func BenchmarkPushBatchSharedMaps(b *testing.B) {
 	pushBatch(b, batch)
 }
 
+// BenchmarkPushBatchInterleavedMaps is BenchmarkPushBatchSharedMaps on a
+// batch of the realtime lane fed by four Pub/Sub topics: each topic's
+// entries share one labels map, and the topics' windows interleave in runs
+// of 25.
+func BenchmarkPushBatchInterleavedMaps(b *testing.B) {
+	batch := benchBatch()[:0]
+	var labels [4]map[string]string
+	for i := range labels {
+		labels[i] = map[string]string{"source": "pubsub", "event_type": fmt.Sprintf("Login%dEventStream", i)}
+	}
+	metadata := map[string]string{"level": "info"}
+	for i, e := range benchBatch() {
+		e.Labels, e.Metadata = labels[i/25%len(labels)], metadata
+		batch = append(batch, e)
+	}
+	pushBatch(b, batch)
+}
+
 func pushBatch(b *testing.B, batch []ports.Entry) {
 	s, err := loki.New(loki.Config{URL: "http://loki.invalid/loki/api/v1/push", Labels: map[string]string{"job": "sf2loki"},
 		HTTPClient: &http.Client{Transport: acceptAll{}}})
