@@ -29,8 +29,12 @@ import (
 	"github.com/hamba/avro/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
 )
@@ -66,6 +70,62 @@ type topic struct {
 	salt     [16]byte
 	ids      [][]byte       // ids[p]: the replay id of position p (after p events)
 	position map[string]int // a replay id's position
+	wire     [][]byte       // wire[i]: event i's ConsumerEvent, marshalled once
+}
+
+// consumerEvent returns event i's ConsumerEvent as protobuf marshals it,
+// marshalling the events up to it the first time. Callers hold the
+// server's lock.
+func (t *topic) consumerEvent(i int) []byte {
+	for len(t.wire) <= i {
+		j := len(t.wire)
+		b, err := proto.Marshal(&eventbus.ConsumerEvent{Event: t.events[j], ReplayId: t.replayID(j + 1)})
+		if err != nil {
+			panic("fakepubsub: " + err.Error())
+		}
+		t.wire = append(t.wire, b)
+	}
+	return t.wire[i]
+}
+
+// rawResponse is a FetchResponse already marshalled: the server's codec
+// sends its bytes as they are, so a response of 100 events costs the fake
+// a copy, not a marshal (the daemon under test shares the machine).
+type rawResponse []byte
+
+// fetchResponse marshals a FetchResponse of the given marshalled events as
+// proto.Marshal does: fields in number order, zero values omitted.
+func fetchResponse(events [][]byte, latest []byte, pending int32) rawResponse {
+	n := 0
+	for _, e := range events {
+		n += 1 + protowire.SizeBytes(len(e))
+	}
+	b := make([]byte, 0, n+2*len(latest)+32)
+	for _, e := range events {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendBytes(b, e)
+	}
+	if len(latest) > 0 {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, latest)
+	}
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	b = protowire.AppendString(b, "fake")
+	if pending != 0 {
+		b = protowire.AppendTag(b, 4, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(pending)) //nolint:gosec // 0–100
+	}
+	return b
+}
+
+// serverCodec is gRPC's protobuf codec, but for a rawResponse, sent as is.
+type serverCodec struct{ encoding.CodecV2 }
+
+func (c serverCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(rawResponse); ok {
+		return mem.BufferSlice{mem.SliceBuffer(r)}, nil
+	}
+	return c.CodecV2.Marshal(v)
 }
 
 // replayID returns position p's replay id, minting ids up to p. Callers
@@ -132,7 +192,7 @@ func Start(t testing.TB) *Server {
 	}
 	s := &Server{Addr: lis.Addr().String(), changed: make(chan struct{}), topics: map[string]*topic{},
 		schemas: map[string]avro.Schema{}, json: map[string]string{}, StallAfter: map[string]int{}, RetainFrom: map[string]int{}}
-	g := grpc.NewServer()
+	g := grpc.NewServer(grpc.ForceServerCodecV2(serverCodec{encoding.GetCodecV2("proto")}))
 	eventbus.RegisterPubSubServer(g, s)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
@@ -203,6 +263,9 @@ func (s *Server) AppendRaw(name string, payloads ...[]byte) []byte {
 	t := s.topics[name]
 	for _, p := range payloads {
 		t.events = append(t.events, &eventbus.ProducerEvent{Id: fmt.Sprintf("ev-%d", len(t.events)+1), SchemaId: t.schemaID, Payload: p})
+	}
+	if len(t.events) > 0 {
+		t.consumerEvent(len(t.events) - 1) // stored as it is sent, as a broker stores it
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -418,22 +481,25 @@ func (s *Server) Subscribe(stream grpc.BidiStreamingServer[eventbus.FetchRequest
 	outstanding := min(int(first.GetNumRequested()), MaxOutstandingEvents)
 	sentHere := 0
 	stalled := func() bool { return stalls && sentHere >= stallAfter }
+	var batch [][]byte // the marshalled events of a response
 	for {
 		s.mu.Lock()
 		changed := s.changed
-		var batch []*eventbus.ConsumerEvent
+		batch = batch[:0]
 		for outstanding > 0 && next < len(t.events) && !stalled() {
-			batch = append(batch, &eventbus.ConsumerEvent{Event: t.events[next], ReplayId: t.replayID(next + 1)})
+			batch = append(batch, t.consumerEvent(next))
 			next++
 			outstanding--
 			sentHere++
 		}
 		s.sent += len(batch)
 		latest := t.replayID(len(t.events))
+		last := t.replayID(next)
 		s.mu.Unlock()
 		if len(batch) > 0 {
-			if err := stream.Send(&eventbus.FetchResponse{Events: batch, LatestReplayId: batch[len(batch)-1].GetReplayId(),
-				PendingNumRequested: int32(outstanding), RpcId: "fake"}); err != nil { //nolint:gosec // ≤ 100
+			// The latest replay id of a response of events is its last
+			// event's.
+			if err := stream.SendMsg(fetchResponse(batch, last, int32(outstanding))); err != nil { //nolint:gosec // ≤ 100
 				return err
 			}
 			continue
