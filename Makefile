@@ -126,7 +126,7 @@ bench-pubsub: test-tools ## The daemon on 200,000 Pub/Sub events into VictoriaLo
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkPubSubDaemon$$' -benchtime 1x ./test/integration/
 
 .PHONY: bench-ratio
-bench-ratio: test-tools ## Pub/Sub events/s over EventLogFile rows/s on rows of similar size, into a discarding peer, in one run (RATIO_ROUNDS=3)
+bench-ratio: test-tools ## Pub/Sub events/s over EventLogFile rows/s on rows of similar size, into a discarding peer, in one run (RATIO_ROUNDS=3, PUBSUB_TOPICS=4, PUBSUB_EVENTS=600000)
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench '^BenchmarkPubSubOverEventLogFile$$' -benchtime 1x ./test/integration/
 
 .PHONY: bench-memory
