@@ -614,12 +614,12 @@ func (s *Source) stream(ctx context.Context, topic string, pos *position, emit f
 		// server sends it while these decode: one topic gets at most 100
 		// events a round trip, and a round trip spent decoding is lost.
 		// A full pipeline blocks emit below, so at most this window and
-		// the one asked ahead are held; a failed Send leaves pos at the
-		// last event handed over, where the next stream resumes.
+		// the one asked ahead are held. A failed Send ends the stream
+		// once this window is handed over, so what arrived is not fetched
+		// again.
+		var sendErr error
 		if pending <= n/2 {
-			if err := stream.Send(&eventbus.FetchRequest{TopicName: topic, NumRequested: n - pending}); err != nil {
-				return delivered, s.streamErr(ctx, stream, tok, err)
-			}
+			sendErr = stream.Send(&eventbus.FetchRequest{TopicName: topic, NumRequested: n - pending})
 			pending = n
 		}
 		values = checkpointValues(values[:0], resp.GetEvents())
@@ -638,6 +638,9 @@ func (s *Source) stream(ctx context.Context, topic string, pos *position, emit f
 				return delivered, err
 			}
 			pos.replayID = latest
+		}
+		if sendErr != nil {
+			return delivered, s.streamErr(ctx, stream, tok, sendErr)
 		}
 	}
 }
