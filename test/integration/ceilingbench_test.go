@@ -101,7 +101,7 @@ func measureCeiling(b *testing.B, net *benchNet, job, push string, peer, n int, 
 	defer srv.Close()
 	state := fmt.Sprintf("state: {file: {path: %s/state.json}}\n", b.TempDir())
 	full, _ := withExtraConfig(b, cfg(state, srv.URL+"/loki/api/v1/push"))
-	_ = untilPushed(b, job, full, n, 5*time.Minute, nil, func() {})
+	_ = untilPushed(b, job, full, n, 5*time.Minute, nil, nil, func() {})
 	rec.mu.Lock()
 	bodies, header := rec.bodies, rec.header
 	rec.mu.Unlock()

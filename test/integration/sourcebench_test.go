@@ -78,7 +78,7 @@ func BenchmarkEventLogFileDaemon(b *testing.B) {
 // ingestELF runs one daemon until the peer has accepted rows entries.
 func ingestELF(b *testing.B, net *benchNet, body string, rows int, push, job string) benchResult {
 	org := elfOrg(b, body)
-	return benchRun(b, net, job, push, rows, func(state, push string) string {
+	return benchRun(b, net, nil, job, push, rows, func(state, push string) string {
 		return elfBenchConfig(state, org, push, job)
 	})
 }
@@ -132,7 +132,7 @@ func BenchmarkPubSubDaemon(b *testing.B) {
 	for b.Loop() {
 		runs++
 		job := fmt.Sprintf("psbench%d", runs)
-		r := benchRun(b, net, job, push, n, config(job))
+		r := benchRun(b, net, nil, job, push, n, config(job))
 		secs += r.secs
 		cpu += r.cpuSecs
 		first += r.firstSecs
@@ -194,22 +194,18 @@ sink: {loki: {url: %s, labels: {job: %s}}}
 func BenchmarkPubSubOverEventLogFile(b *testing.B) {
 	n := benchEnvInt(b, "PUBSUB_EVENTS", 600_000)
 	rounds := benchEnvInt(b, "RATIO_ROUNDS", 3)
-	null := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	b.Cleanup(null.Close)
-	push := null.URL + "/loki/api/v1/push"
+	peer := startCountingPeer(b)
+	push := peer.URL()
 	pubsub := loginTopic(b, n, 4)
 	org := elfOrgOf(b, "Login", fakesf.LoginEventLogFile(n))
 	var psSecs, psCPU, elfSecs, elfCPU float64
 	for b.Loop() {
 		for r := range rounds {
 			job := fmt.Sprintf("ratio-elf%d", r)
-			e := benchRun(b, nil, job, push, n, func(state, push string) string { return elfTypeConfig(state, "Login", org, push, job) })
+			e := benchRun(b, nil, peer, job, push, n, func(state, push string) string { return elfTypeConfig(state, "Login", org, push, job) })
 			elfSecs += e.secs
 			elfCPU += e.cpuSecs
-			p := benchRun(b, nil, fmt.Sprintf("ratio-ps%d", r), push, n, pubsub(fmt.Sprintf("ratio-ps%d", r)))
+			p := benchRun(b, nil, peer, fmt.Sprintf("ratio-ps%d", r), push, n, pubsub(fmt.Sprintf("ratio-ps%d", r)))
 			psSecs += p.secs
 			psCPU += p.cpuSecs
 			b.Logf("round %d: EventLogFile %.0f rows/s (%.1f µs/row, first push %.2fs, cores: daemon %.2f, harness %.2f), "+
@@ -246,7 +242,7 @@ type benchResult struct {
 // renders the configuration from its state section and the push URL: a
 // checkpoint file and push, or in latency mode a fresh bucket and the
 // proxies in front of the store and of push.
-func benchRun(b *testing.B, net *benchNet, job, push string, n int, cfg func(state, push string) string) benchResult {
+func benchRun(b *testing.B, net *benchNet, peer *countingPeer, job, push string, n int, cfg func(state, push string) string) benchResult {
 	b.Helper()
 	var r benchResult
 	state := fmt.Sprintf("state: {file: {path: %s/state.json}}\n", b.TempDir())
@@ -260,7 +256,7 @@ func benchRun(b *testing.B, net *benchNet, job, push string, n int, cfg func(sta
 	}
 	var full string
 	full, r.extra = withExtraConfig(b, cfg(state, push))
-	p := untilPushed(b, job, full, n, limit, env, func() {
+	p := untilPushed(b, job, full, n, limit, env, peer, func() {
 		if run != nil {
 			r.counts = run.settledCounts()
 		}
@@ -304,8 +300,10 @@ func benchPeer(b *testing.B, logs *testenv.LogsServer) (url, name string) {
 // CPU seconds the daemon had used by then.
 type pushedRun struct {
 	secs, peakMiB, cpuSecs float64
-	// firstSecs is when the daemon's metrics first showed an entry pushed
-	// (sampled every 20ms): the start-up, login and first read before it.
+	// firstSecs is when the first push was accepted, as the counting
+	// peer timed it, or else when the daemon's metrics first showed an
+	// entry pushed (sampled every 20ms): the start-up, login and first
+	// read before it.
 	firstSecs float64
 	// harnessCPUSecs is this process's CPU time over the run: the fake
 	// services and the peer, which share the machine with the daemon.
@@ -315,27 +313,51 @@ type pushedRun struct {
 
 // untilPushed runs one daemon on cfg (with env) until the peer has accepted
 // n entries, within limit, calls atEnd at once, and returns the seconds that
-// took, the daemon's CPU time by then and its peak RSS.
-func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env []string, atEnd func()) pushedRun {
+// took, the daemon's CPU time by then and its peak RSS. With a counting
+// peer, the peer says when; without, the daemon's /metrics, every 20ms.
+func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env []string, peer *countingPeer, atEnd func()) pushedRun {
 	harness := procCPUSecs(b, os.Getpid())
+	if peer != nil {
+		peer.reset()
+	}
 	d := start(b, name, cfg, env...)
 	profiled := cpuProfile(b, d)
-	var first float64
+	var first, secs float64
 	for {
-		m, err := d.metrics(quick)
-		if first == 0 && err == nil && m["sf2loki_loki_entries_pushed_total"] > 0 {
-			first = time.Since(d.started).Seconds()
-		}
-		if err == nil && m["sf2loki_loki_entries_pushed_total"] >= float64(n) {
-			break
+		var pushed float64
+		if peer != nil {
+			// The peer counts and times the pushes itself: nothing is
+			// scraped from the daemon while it runs.
+			got, f, l := peer.counted()
+			if pushed = float64(got); got >= n {
+				first, secs = f.Sub(d.started).Seconds(), l.Sub(d.started).Seconds()
+				break
+			}
+		} else {
+			m, err := d.metrics(quick)
+			pushed = m["sf2loki_loki_entries_pushed_total"]
+			if first == 0 && err == nil && pushed > 0 {
+				first = time.Since(d.started).Seconds()
+			}
+			if err == nil && pushed >= float64(n) {
+				secs = time.Since(d.started).Seconds()
+				break
+			}
 		}
 		if d.exited() || time.Since(d.started) > limit {
-			b.Fatalf("%s: %v pushed after %s (exited %v)", d.name, m["sf2loki_loki_entries_pushed_total"], time.Since(d.started), d.exited())
+			b.Fatalf("%s: %v pushed after %s (exited %v)", d.name, pushed, time.Since(d.started), d.exited())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	r := pushedRun{secs: time.Since(d.started).Seconds(), cpuSecs: procCPUSecs(b, d.cmd.Process.Pid), firstSecs: first,
+	r := pushedRun{secs: secs, cpuSecs: procCPUSecs(b, d.cmd.Process.Pid), firstSecs: first,
 		harnessCPUSecs: procCPUSecs(b, os.Getpid()) - harness, started: d.started}
+	if peer != nil {
+		// The daemon's own count, once: a peer that miscounted would
+		// end the run early.
+		if m, err := d.metrics(quick); err != nil || m["sf2loki_loki_entries_pushed_total"] < float64(n) {
+			b.Fatalf("%s: the peer counted %d entries, the daemon says %v pushed (%v)", d.name, n, m["sf2loki_loki_entries_pushed_total"], err)
+		}
+	}
 	atEnd()
 	profiled()
 	r.peakMiB = float64(procStatusKiB(b, d.cmd.Process.Pid, "VmHWM")) / 1024
