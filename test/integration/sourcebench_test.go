@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -316,6 +317,11 @@ type pushedRun struct {
 // took, the daemon's CPU time by then and its peak RSS. With a counting
 // peer, the peer says when; without, the daemon's /metrics, every 20ms.
 func untilPushed(b *testing.B, name, cfg string, n int, limit time.Duration, env []string, peer *countingPeer, atEnd func()) pushedRun {
+	// The harness collects what it allocated before (the served events,
+	// an earlier run's responses) now, not while this run is measured: a
+	// collection of its large heap would take a core from whichever run
+	// it fell in.
+	runtime.GC()
 	harness := procCPUSecs(b, os.Getpid())
 	if peer != nil {
 		peer.reset()
