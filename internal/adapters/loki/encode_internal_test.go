@@ -185,3 +185,28 @@ func TestLabelMergerMergesEqualSetsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestSameMapIsIdentity: the same map, however reached, and only it.
+func TestSameMapIsIdentity(t *testing.T) {
+	a, b := map[string]string{"k": "v"}, map[string]string{"k": "v"}
+	alias := a
+	var none, other map[string]string
+	empty := map[string]string{}
+	for _, c := range []struct {
+		x, y map[string]string
+		want bool
+	}{
+		{a, a, true}, {a, alias, true}, {none, other, true}, {empty, empty, true},
+		{a, b, false}, {a, none, false}, {none, empty, false}, {empty, map[string]string{}, false},
+	} {
+		if got := sameMap(c.x, c.y); got != c.want {
+			t.Errorf("sameMap(%p, %p) = %v, want %v", c.x, c.y, got, c.want)
+		}
+	}
+	for i := range 1000 { // still the same map once it has grown
+		alias[fmt.Sprint(i)] = "v"
+	}
+	if !sameMap(a, alias) || sameMap(a, b) {
+		t.Error("a map is not the same as itself after an insert")
+	}
+}
