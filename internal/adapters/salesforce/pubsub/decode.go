@@ -215,9 +215,10 @@ func (d *decoded) time() (time.Time, bool) {
 }
 
 // decode decodes an event's Avro payload: with fast set and a schema the
-// fast path compiled, into its line; otherwise, or for an event only the
-// generic path writes (a NaN or an infinity), into a record.
-func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent, fast bool) (decoded, error) {
+// fast path compiled, into its line (written by w, the topic's writer);
+// otherwise, or for an event only the generic path writes (a NaN or an
+// infinity), into a record.
+func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent, fast bool, w *writer) (decoded, error) {
 	schema, err := c.get(ctx, ev.GetSchemaId())
 	if err != nil {
 		return decoded{}, err
@@ -229,11 +230,13 @@ func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent, fast b
 		// reaches the generic decoder, which allocates a block count no
 		// payload can hold before it fails, and faults (a crash, not a
 		// panic) on a count of -2^63.
-		line, probe, err := schema.fast.decode(ev.GetPayload())
+		line, probe, err := schema.fast.decode(w, ev.GetPayload())
 		switch {
 		case err == nil && fast:
 			out.line, out.probe = line, probe
 			return out, nil
+		case err == nil:
+			w.drop() // only read to check it
 		case err != nil && !errors.Is(err, errFallback):
 			return decoded{}, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
 		}

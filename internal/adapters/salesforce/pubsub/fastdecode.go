@@ -9,8 +9,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/hamba/avro/v2"
 
@@ -428,11 +428,17 @@ func (r *reader) scalar(n *node) (any, error) {
 	return nil, fmt.Errorf("%w: not a scalar", errUnsupported)
 }
 
-// writer decodes one payload into its line.
+// writer decodes one topic's payloads into their lines. The lines are
+// written one after another into a chunk of memory and returned as strings
+// over it, so that a line costs neither its own allocation nor a copy:
+// nothing writes over a line once returned (the next one starts after it,
+// and a chunk too full for the next is left to the lines in it), and a
+// chunk lives as long as any of its lines. One goroutine uses a writer.
 type writer struct {
 	reader
-	out   []byte
-	spans []span           // record fields' values in out, a stack
+	chunk []byte           // the lines returned so far; past len, scratch
+	last  int              // where the last line returned begins in chunk
+	spans []span           // record fields' values in the line, a stack
 	ents  []mapEntry       // map entries, a stack
 	caps  [maxCaptured]int // captured fields' offsets in the payload
 }
@@ -444,23 +450,34 @@ type mapEntry struct {
 	val span
 }
 
-var writers = sync.Pool{New: func() any { return &writer{} }}
+// lineChunk is the size of a writer's chunk: about a hundred lines of a
+// few hundred bytes, a FetchResponse's worth.
+const lineChunk = 32 << 10
 
 // decode writes the line of payload and returns it with where the
 // captured fields are (trailing bytes are ignored, as the generic path
 // ignores them).
-func (d *fastDecoder) decode(payload []byte) (line string, p probe, err error) {
-	w, _ := writers.Get().(*writer)
-	defer writers.Put(w)
-	w.in, w.pos, w.out, w.spans, w.ents = payload, 0, w.out[:0], w.spans[:0], w.ents[:0]
-	if err := w.value(d.root); err != nil {
+func (d *fastDecoder) decode(w *writer, payload []byte) (line string, p probe, err error) {
+	// A new chunk when what is left may not hold the line and the values
+	// it is written from (a longer line grows the chunk by append, which
+	// leaves the lines before it where they were).
+	if free := cap(w.chunk) - len(w.chunk); free < 4<<10 || free < 3*(len(w.chunk)-w.last) {
+		w.chunk = make([]byte, 0, max(lineChunk, 4*(len(w.chunk)-w.last)))
+	}
+	start := len(w.chunk)
+	w.in, w.pos, w.spans, w.ents = payload, 0, w.spans[:0], w.ents[:0]
+	out, err := w.value(w.chunk, d.root)
+	if err != nil {
 		return "", probe{}, err
 	}
-	// The offsets are copied out of the pooled writer, so that the probe
-	// returned by value stays off the heap.
+	w.chunk, w.last = out, start
 	p.d, p.payload, p.offs = d, payload, w.caps
-	return string(w.out), p, nil
+	return unsafe.String(&out[start], len(out)-start), p, nil // a record's line is never empty
 }
+
+// drop takes back the last line decode returned, which must no longer be
+// referenced: the next line is written over it.
+func (w *writer) drop() { w.chunk = w.chunk[:w.last] }
 
 // maxCaptured is the most fields a compiled schema captures.
 const maxCaptured = 16
@@ -600,105 +617,108 @@ func (p *probe) value(slot int) any {
 	return v
 }
 
-func (w *writer) value(n *node) error {
+// value appends the JSON of a value of n to out. The line being written
+// is passed along and returned, not kept in the writer, so that appending
+// to it stores nothing to the heap.
+func (w *writer) value(out []byte, n *node) ([]byte, error) {
 	switch n.kind {
 	case kNull:
-		w.out = append(w.out, "null"...)
+		out = append(out, "null"...)
 	case kBool:
 		b, err := w.fixed(1)
 		if err != nil {
-			return err
+			return out, err
 		}
 		switch b[0] {
 		case 0:
-			w.out = append(w.out, "false"...)
+			out = append(out, "false"...)
 		case 1:
-			w.out = append(w.out, "true"...)
+			out = append(out, "true"...)
 		default:
-			return errors.New("avro: invalid boolean")
+			return out, errors.New("avro: invalid boolean")
 		}
 	case kInt:
 		v, err := w.readInt()
 		if err != nil {
-			return err
+			return out, err
 		}
-		w.out = strconv.AppendInt(w.out, int64(v), 10)
+		out = strconv.AppendInt(out, int64(v), 10)
 	case kLong:
 		v, err := w.readLong()
 		if err != nil {
-			return err
+			return out, err
 		}
-		w.out = strconv.AppendInt(w.out, v, 10)
+		out = strconv.AppendInt(out, v, 10)
 	case kFloat:
 		b, err := w.fixed(4)
 		if err != nil {
-			return err
+			return out, err
 		}
-		return w.float(float64(math.Float32frombits(binary.LittleEndian.Uint32(b))), 32)
+		return appendFloat(out, float64(math.Float32frombits(binary.LittleEndian.Uint32(b))), 32)
 	case kDouble:
 		b, err := w.fixed(8)
 		if err != nil {
-			return err
+			return out, err
 		}
-		return w.float(math.Float64frombits(binary.LittleEndian.Uint64(b)), 64)
+		return appendFloat(out, math.Float64frombits(binary.LittleEndian.Uint64(b)), 64)
 	case kString:
 		b, err := w.readBytes()
 		if err != nil {
-			return err
+			return out, err
 		}
-		w.out = jsonstr.Append(w.out, b)
+		out = jsonstr.Append(out, b)
 	case kBytes:
 		b, err := w.readBytes()
 		if err != nil {
-			return err
+			return out, err
 		}
-		w.out = append(base64.StdEncoding.AppendEncode(append(w.out, '"'), b), '"')
+		out = append(base64.StdEncoding.AppendEncode(append(out, '"'), b), '"')
 	case kEnum:
 		i, err := w.readInt()
 		if err != nil {
-			return err
+			return out, err
 		}
 		if i < 0 || int(i) >= len(n.quoted) {
-			return errors.New("avro: unknown enum symbol")
+			return out, errors.New("avro: unknown enum symbol")
 		}
-		w.out = append(w.out, n.quoted[i]...)
+		out = append(out, n.quoted[i]...)
 	case kFixed:
 		b, err := w.fixed(n.size)
 		if err != nil {
-			return err
+			return out, err
 		}
-		w.out = append(w.out, '[')
+		out = append(out, '[')
 		for i, c := range b {
 			if i > 0 {
-				w.out = append(w.out, ',')
+				out = append(out, ',')
 			}
-			w.out = strconv.AppendUint(w.out, uint64(c), 10)
+			out = strconv.AppendUint(out, uint64(c), 10)
 		}
-		w.out = append(w.out, ']')
+		out = append(out, ']')
 	case kUnion:
 		i, err := w.readInt()
 		if err != nil {
-			return err
+			return out, err
 		}
 		if i < 0 || int(i) >= len(n.union) {
-			return errors.New("avro: unknown union branch")
+			return out, errors.New("avro: unknown union branch")
 		}
-		return w.value(n.union[i])
+		return w.value(out, n.union[i])
 	case kRecord:
-		return w.record(n)
+		return w.record(out, n)
 	case kArray:
-		return w.array(n)
+		return w.array(out, n)
 	case kMap:
-		return w.mapValue(n)
+		return w.mapValue(out, n)
 	}
-	return nil
+	return out, nil
 }
 
-// float writes f as encoding/json does; a NaN or an infinity, which
-// json.Marshal refuses, is left to the generic path.
-func (w *writer) float(f float64, bits int) error {
+// appendFloat appends f as encoding/json writes it; a NaN or an infinity,
+// which json.Marshal refuses, is left to the generic path.
+func appendFloat(out []byte, f float64, bits int) ([]byte, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return errFallback
+		return out, errFallback
 	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 {
@@ -706,80 +726,80 @@ func (w *writer) float(f float64, bits int) error {
 			format = 'e'
 		}
 	}
-	w.out = strconv.AppendFloat(w.out, f, format, -1, bits)
+	out = strconv.AppendFloat(out, f, format, -1, bits)
 	if format == 'e' { // e-09 becomes e-9
-		n := len(w.out)
-		if n >= 4 && w.out[n-4] == 'e' && w.out[n-3] == '-' && w.out[n-2] == '0' {
-			w.out[n-2] = w.out[n-1]
-			w.out = w.out[:n-1]
+		n := len(out)
+		if n >= 4 && out[n-4] == 'e' && out[n-3] == '-' && out[n-2] == '0' {
+			out[n-2] = out[n-1]
+			out = out[:n-1]
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // record decodes the fields in wire order, then writes them again in key
 // order where they began.
-func (w *writer) record(n *node) error {
-	base, start := len(w.spans), len(w.out)
+func (w *writer) record(out []byte, n *node) ([]byte, error) {
+	base, start := len(w.spans), len(out)
+	var err error
 	for i := range n.fields {
 		f := &n.fields[i]
 		if f.capture >= 0 {
 			w.caps[f.capture] = w.pos
 		}
-		s := len(w.out)
-		if err := w.value(f.typ); err != nil {
-			return err
+		s := len(out)
+		if out, err = w.value(out, f.typ); err != nil {
+			return out, err
 		}
-		w.spans = append(w.spans, span{s, len(w.out)})
+		w.spans = append(w.spans, span{s, len(out)})
 	}
-	mid := len(w.out)
-	w.out = append(w.out, '{')
+	mid := len(out)
+	out = append(out, '{')
 	for j, i := range n.order {
 		if j > 0 {
-			w.out = append(w.out, ',')
+			out = append(out, ',')
 		}
 		sp := w.spans[base+i]
-		w.out = append(append(w.out, n.fields[i].key...), w.out[sp.start:sp.end]...)
+		out = append(append(out, n.fields[i].key...), out[sp.start:sp.end]...)
 	}
-	w.out = append(w.out, '}')
-	w.out = w.out[:start+copy(w.out[start:], w.out[mid:])]
+	out = append(out, '}')
+	out = out[:start+copy(out[start:], out[mid:])]
 	w.spans = w.spans[:base]
-	return nil
+	return out, nil
 }
 
-func (w *writer) array(n *node) error {
-	w.out = append(w.out, '[')
+func (w *writer) array(out []byte, n *node) ([]byte, error) {
+	out = append(out, '[')
 	first := true
 	for {
 		count, err := w.blockCount(n.items.minSize)
 		if err != nil {
-			return err
+			return out, err
 		}
 		if count == 0 {
 			break
 		}
 		for range count {
 			if !first {
-				w.out = append(w.out, ',')
+				out = append(out, ',')
 			}
 			first = false
-			if err := w.value(n.items); err != nil {
-				return err
+			if out, err = w.value(out, n.items); err != nil {
+				return out, err
 			}
 		}
 	}
-	w.out = append(w.out, ']')
-	return nil
+	return append(out, ']'), nil
 }
 
 // mapValue decodes the entries, then writes them sorted by key, the last
 // of equal keys winning, where they began.
-func (w *writer) mapValue(n *node) error {
-	base, start := len(w.ents), len(w.out)
+func (w *writer) mapValue(out []byte, n *node) ([]byte, error) {
+	base, start := len(w.ents), len(out)
 	for {
 		count, err := w.blockCount(1 + n.items.minSize)
 		if err != nil {
-			return err
+			return out, err
 		}
 		if count == 0 {
 			break
@@ -787,32 +807,32 @@ func (w *writer) mapValue(n *node) error {
 		for range count {
 			key, err := w.readBytes()
 			if err != nil {
-				return err
+				return out, err
 			}
-			s := len(w.out)
-			if err := w.value(n.items); err != nil {
-				return err
+			s := len(out)
+			if out, err = w.value(out, n.items); err != nil {
+				return out, err
 			}
-			w.ents = append(w.ents, mapEntry{key: key, val: span{s, len(w.out)}})
+			w.ents = append(w.ents, mapEntry{key: key, val: span{s, len(out)}})
 		}
 	}
 	ents := w.ents[base:]
 	slices.SortStableFunc(ents, func(a, b mapEntry) int { return bytes.Compare(a.key, b.key) })
-	mid := len(w.out)
-	w.out = append(w.out, '{')
+	mid := len(out)
+	out = append(out, '{')
 	first := true
 	for i, e := range ents {
 		if i+1 < len(ents) && bytes.Equal(ents[i+1].key, e.key) {
 			continue // a later entry of the same key wins
 		}
 		if !first {
-			w.out = append(w.out, ',')
+			out = append(out, ',')
 		}
 		first = false
-		w.out = append(append(jsonstr.Append(w.out, e.key), ':'), w.out[e.val.start:e.val.end]...)
+		out = append(append(jsonstr.Append(out, e.key), ':'), out[e.val.start:e.val.end]...)
 	}
-	w.out = append(w.out, '}')
-	w.out = w.out[:start+copy(w.out[start:], w.out[mid:])]
+	out = append(out, '}')
+	out = out[:start+copy(out[start:], out[mid:])]
 	w.ents = w.ents[:base]
-	return nil
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func mustSchema(t testing.TB, text string) *eventSchema {
 // the generic path refuses.
 func sameAsGeneric(t testing.TB, s *eventSchema, payload []byte) {
 	t.Helper()
-	line, probe, ferr := s.fast.decode(payload)
+	line, probe, ferr := s.fast.decode(new(writer), payload)
 	if errors.Is(ferr, errHostile) {
 		// A block count the payload cannot hold, or -2^63, which hamba/avro
 		// takes for a negative array length and crashes on (not a panic: a
@@ -223,6 +224,57 @@ func TestFastDecoderWritesTheGenericLine(t *testing.T) {
 	}
 }
 
+// TestLinesAreNeverWrittenOver decodes every event of several schemas with
+// one writer, as a topic's stream does, among payloads it refuses, events
+// only read to check them, and lines longer than a chunk: every line keeps
+// the bytes it had when it was returned.
+func TestLinesAreNeverWrittenOver(t *testing.T) {
+	type kept struct{ line, want string }
+	var w writer
+	var lines []kept
+	keep := func(line string) { lines = append(lines, kept{line, strings.Clone(line)}) }
+	long := mustSchema(t, `{"type":"record","name":"L","fields":[{"name":"s","type":"string"},{"name":"n","type":"long"}]}`)
+	for i, text := range fastSchemas {
+		s := mustSchema(t, text)
+		for j, p := range validPayloads(t, text, 300, uint64(i)) {
+			line, _, err := s.fast.decode(&w, p)
+			if errors.Is(err, errFallback) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch j % 7 {
+			case 3: // only read to check it
+				w.drop()
+			case 5: // then one refused part-way
+				keep(line)
+				if cut, _, err := s.fast.decode(&w, p[:len(p)/2]); err == nil {
+					keep(cut) // trailing fields may be absent from a record that decodes
+				}
+			case 6: // a line longer than what is left of the chunk, or than a chunk
+				b, err := avro.Marshal(long.avro, map[string]any{"s": strings.Repeat("<é>", j*100), "n": int64(j)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				big, _, err := long.fast.decode(&w, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				keep(line)
+				keep(big)
+			default:
+				keep(line)
+			}
+		}
+	}
+	for i, l := range lines {
+		if l.line != l.want {
+			t.Fatalf("line %d of %d was written over:\nnow  %.200s\nwas  %.200s", i, len(lines), l.line, l.want)
+		}
+	}
+}
+
 func TestFastDecoderOnTheFakeServersEvents(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 123e6, time.UTC)
 	for _, c := range []struct {
@@ -240,7 +292,7 @@ func TestFastDecoderOnTheFakeServersEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			sameAsGeneric(t, s, b)
-			line, probe, err := s.fast.decode(b)
+			line, probe, err := s.fast.decode(new(writer), b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,7 +328,7 @@ func TestFastDecoderOnAwkwardData(t *testing.T) {
 			`{"LoginType":"Application","Status":null,"b":null,"d":-0,"f":0.1,"m":{},"s":""}`, "info"},
 	} {
 		sameAsGeneric(t, s, c.payload)
-		line, probe, err := s.fast.decode(c.payload)
+		line, probe, err := s.fast.decode(new(writer), c.payload)
 		d := decoded{line: line, probe: probe}
 		if err != nil || line != c.line || d.level() != c.level {
 			t.Fatalf("got %s (%v), level %s\nwant %s, level %s", line, err, d.level(), c.line, c.level)
@@ -285,7 +337,7 @@ func TestFastDecoderOnAwkwardData(t *testing.T) {
 	// A NaN or an infinity is left to the generic path, which refuses it.
 	for _, d := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 		p := enc("x", d, 1, nil, nil, map[string]any{})
-		if _, _, err := s.fast.decode(p); !errors.Is(err, errFallback) {
+		if _, _, err := s.fast.decode(new(writer), p); !errors.Is(err, errFallback) {
 			t.Fatalf("%v: %v, want the generic path", d, err)
 		}
 		sameAsGeneric(t, s, p)
@@ -297,7 +349,7 @@ func TestFastDecoderRefusesWhatTheGenericPathRefuses(t *testing.T) {
 	for _, p := range validPayloads(t, richSchema, 50, 99) {
 		for n := range len(p) { // every truncation
 			sameAsGeneric(t, s, p[:n])
-			if _, _, err := s.fast.decode(p[:n]); err == nil && n < len(p) {
+			if _, _, err := s.fast.decode(new(writer), p[:n]); err == nil && n < len(p) {
 				if _, gerr := s.decodeGeneric(p[:n]); gerr != nil {
 					t.Fatalf("a payload cut at %d of %d decodes", n, len(p))
 				}
@@ -341,7 +393,8 @@ func FuzzFastDecoder(f *testing.F) {
 }
 
 // BenchmarkDecodeLine is one LoginEventStream event to its line: the
-// generic path (decode to a map, json.Marshal) and the fast path.
+// generic path (decode to a map, json.Marshal) and the fast path (a
+// topic's writer and level memo, as a stream decodes).
 func BenchmarkDecodeLine(b *testing.B) {
 	s := mustSchema(b, fakepubsub.LoginEventStreamSchema)
 	p, err := avro.Marshal(avro.MustParse(fakepubsub.LoginEventStreamSchema), fakepubsub.LoginEvent(7, time.Now()))
@@ -351,10 +404,11 @@ func BenchmarkDecodeLine(b *testing.B) {
 	var perEvent [2]float64
 	for i, path := range []string{"generic", "fast"} {
 		b.Run(path, func(b *testing.B) {
+			var pos position // a topic's writer and level memo
 			for b.Loop() {
 				var d decoded
 				if path == "fast" {
-					d.line, d.probe, err = s.fast.decode(p)
+					d.line, d.probe, err = s.fast.decode(&pos.lines, p)
 				} else {
 					// The line is json.Marshal's; time and level read the record.
 					if d.rec, err = s.decodeGeneric(p); err == nil {
@@ -365,7 +419,7 @@ func BenchmarkDecodeLine(b *testing.B) {
 					b.Fatal(err)
 				}
 				_, _ = d.time()
-				_ = d.level()
+				_ = pos.level(&d)
 			}
 			perEvent[i] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 			b.ReportMetric(float64(len(p)), "payload-B")
@@ -394,7 +448,7 @@ func TestHostileBlockCountsNeverReachTheGenericDecoder(t *testing.T) {
 		"map count -2^63":  append([]byte{0x00}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00),
 	} {
 		for _, fast := range []bool{false, true} {
-			_, err := c.decode(t.Context(), &eventbus.ProducerEvent{Id: "e", SchemaId: "s", Payload: payload}, fast)
+			_, err := c.decode(t.Context(), &eventbus.ProducerEvent{Id: "e", SchemaId: "s", Payload: payload}, fast, new(writer))
 			if !errors.Is(err, ErrUndecodable) {
 				t.Errorf("%s (fast path allowed: %v): %v, want ErrUndecodable", name, fast, err)
 			}

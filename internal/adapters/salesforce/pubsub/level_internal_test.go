@@ -62,7 +62,7 @@ func TestLevelMemoIsLevel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		line, probe, err := s.fast.decode(p)
+		line, probe, err := s.fast.decode(new(writer), p)
 		if err != nil {
 			t.Fatal(err)
 		}

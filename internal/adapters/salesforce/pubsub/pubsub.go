@@ -380,6 +380,8 @@ type position struct {
 	metadata map[string]map[string]string
 	// levels remembers the fast path's levels.
 	levels levelMemo
+	// lines writes the fast path's lines.
+	lines writer
 }
 
 // level is d's level (decoded.level), remembered on the fast path.
@@ -684,7 +686,7 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 	// Without transforms or sampling, the fast path writes the line
 	// straight from the payload.
 	plan := s.spec.Shaper.For(topic)
-	dec, err := s.schemas.decode(ctx, ev.GetEvent(), plan.Noop())
+	dec, err := s.schemas.decode(ctx, ev.GetEvent(), plan.Noop(), &pos.lines)
 	switch {
 	case errors.Is(err, ErrUndecodable):
 		s.undecodable.Log(s.log, slog.LevelWarn, s.clock.Now(), topic, "pubsub: skipping an event that does not decode", "topic", topic, "error", err)
