@@ -8,6 +8,9 @@ import (
 // questions it asked and the answers it got. Level is a function of the
 // values its get returns, so an event that answers the questions as a
 // remembered event did has that event's level, and Level need not run.
+// Questions about fields the schema does not have are left out: their
+// answer is always "", and the next question after a given run of answers
+// is always the same.
 // One topic's stream uses it (no locking); it holds at most
 // maxLevelSteps steps, then asks Level about what it has not seen.
 type levelMemo struct {
@@ -70,6 +73,12 @@ func (m *levelMemo) remember(path []answer, level string) {
 	}
 	s := m.root
 	for _, a := range path {
+		if m.d.slot(a.field) == -1 {
+			// A field the schema does not have reads "" on every event:
+			// its answer tells nothing, and asking it again would cost a
+			// lookup on every event.
+			continue
+		}
 		switch {
 		case s == nil:
 			s = &levelStep{field: a.field, slot: m.d.slot(a.field), next: map[string]*levelStep{}}
