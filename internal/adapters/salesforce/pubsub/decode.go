@@ -230,13 +230,11 @@ func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent, fast b
 		// reaches the generic decoder, which allocates a block count no
 		// payload can hold before it fails, and faults (a crash, not a
 		// panic) on a count of -2^63.
-		line, probe, err := schema.fast.decode(w, ev.GetPayload())
+		line, probe, err := schema.fast.write(w, ev.GetPayload())
 		switch {
 		case err == nil && fast:
-			out.line, out.probe = line, probe
+			out.line, out.probe = w.keep(line), probe
 			return out, nil
-		case err == nil:
-			w.drop() // only read to check it
 		case err != nil && !errors.Is(err, errFallback):
 			return decoded{}, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
 		}

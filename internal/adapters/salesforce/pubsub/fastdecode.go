@@ -428,17 +428,19 @@ func (r *reader) scalar(n *node) (any, error) {
 	return nil, fmt.Errorf("%w: not a scalar", errUnsupported)
 }
 
-// writer decodes one topic's payloads into their lines. The lines are
-// written one after another into a chunk of memory and returned as strings
-// over it, so that a line costs neither its own allocation nor a copy:
-// nothing writes over a line once returned (the next one starts after it,
-// and a chunk too full for the next is left to the lines in it), and a
-// chunk lives as long as any of its lines. One goroutine uses a writer.
+// writer decodes one topic's payloads into their lines. A line is written
+// in a buffer the writer keeps, with the values it is reordered from, then
+// kept: a line of up to maxPacked bytes is copied after the lines before it
+// into a chunk of lineChunk bytes and returned as a string over the chunk,
+// so that lines cost neither an allocation each nor the collector a
+// pointer each; a longer one gets an allocation of its own. Nothing writes
+// over a line once returned, and a chunk lives as long as any of its
+// lines. One goroutine uses a writer.
 type writer struct {
 	reader
-	chunk []byte           // the lines returned so far; past len, scratch
-	last  int              // where the last line returned begins in chunk
-	spans []span           // record fields' values in the line, a stack
+	buf   []byte           // the line being written, then the values it is written from
+	chunk []byte           // the lines returned so far
+	spans []span           // record fields' values in buf, a stack
 	ents  []mapEntry       // map entries, a stack
 	caps  [maxCaptured]int // captured fields' offsets in the payload
 }
@@ -450,34 +452,56 @@ type mapEntry struct {
 	val span
 }
 
-// lineChunk is the size of a writer's chunk: about a hundred lines of a
-// few hundred bytes, a FetchResponse's worth.
-const lineChunk = 32 << 10
+const (
+	// lineChunk is the size of a writer's chunk: a hundred lines of a
+	// few hundred bytes, about a FetchResponse.
+	lineChunk = 32 << 10
+	// maxPacked is the longest line put in a chunk: what a chunk leaves
+	// unused at its end, shorter than the line that did not fit, stays
+	// under a sixteenth of it.
+	maxPacked = lineChunk / 16
+	// maxKeptBuf is the largest buffer a writer keeps between lines: an
+	// event of a megabyte does not hold its buffer for the topic's life.
+	maxKeptBuf = 64 << 10
+)
 
-// decode writes the line of payload and returns it with where the
-// captured fields are (trailing bytes are ignored, as the generic path
-// ignores them).
-func (d *fastDecoder) decode(w *writer, payload []byte) (line string, p probe, err error) {
-	// A new chunk when what is left may not hold the line and the values
-	// it is written from (a longer line grows the chunk by append, which
-	// leaves the lines before it where they were).
-	if free := cap(w.chunk) - len(w.chunk); free < 4<<10 || free < 3*(len(w.chunk)-w.last) {
-		w.chunk = make([]byte, 0, max(lineChunk, 4*(len(w.chunk)-w.last)))
-	}
-	start := len(w.chunk)
+// write writes the line of payload into w's buffer, valid until the next
+// write, and returns it with where the captured fields are (trailing
+// bytes are ignored, as the generic path ignores them).
+func (d *fastDecoder) write(w *writer, payload []byte) (line []byte, p probe, err error) {
 	w.in, w.pos, w.spans, w.ents = payload, 0, w.spans[:0], w.ents[:0]
-	out, err := w.value(w.chunk, d.root)
+	line, err = w.value(w.buf[:0], d.root)
+	if w.buf = line[:0]; cap(w.buf) > maxKeptBuf {
+		w.buf = nil
+	}
+	if err != nil {
+		return nil, probe{}, err
+	}
+	p.d, p.payload, p.offs = d, payload, w.caps
+	return line, p, nil
+}
+
+// decode writes the line of payload and keeps it (write, keep).
+func (d *fastDecoder) decode(w *writer, payload []byte) (string, probe, error) {
+	line, p, err := d.write(w, payload)
 	if err != nil {
 		return "", probe{}, err
 	}
-	w.chunk, w.last = out, start
-	p.d, p.payload, p.offs = d, payload, w.caps
-	return unsafe.String(&out[start], len(out)-start), p, nil // a record's line is never empty
+	return w.keep(line), p, nil
 }
 
-// drop takes back the last line decode returned, which must no longer be
-// referenced: the next line is written over it.
-func (w *writer) drop() { w.chunk = w.chunk[:w.last] }
+// keep returns line as a string no one writes over.
+func (w *writer) keep(line []byte) string {
+	if len(line) > maxPacked {
+		return string(line)
+	}
+	if cap(w.chunk)-len(w.chunk) < len(line) {
+		w.chunk = make([]byte, 0, lineChunk)
+	}
+	start := len(w.chunk)
+	w.chunk = append(w.chunk, line...)
+	return unsafe.String(unsafe.SliceData(w.chunk[start:]), len(line))
+}
 
 // maxCaptured is the most fields a compiled schema captures.
 const maxCaptured = 16
