@@ -463,6 +463,9 @@ const (
 	// maxKeptBuf is the largest buffer a writer keeps between lines: an
 	// event of a megabyte does not hold its buffer for the topic's life.
 	maxKeptBuf = 64 << 10
+	// maxKeptStack is the most record fields or map entries a writer
+	// keeps room for between lines, for the same reason.
+	maxKeptStack = 1 << 10
 )
 
 // write writes the line of payload into w's buffer, valid until the next
@@ -471,10 +474,21 @@ const (
 func (d *fastDecoder) write(w *writer, payload []byte) (line []byte, p probe, err error) {
 	w.in, w.pos, w.spans, w.ents = payload, 0, w.spans[:0], w.ents[:0]
 	line, err = w.value(w.buf[:0], d.root)
+	// The writer outlives the payload: it keeps no reference to it (nor,
+	// through it, to the response it arrived in), nor room for a rare
+	// event's size.
+	w.in = nil
 	if w.buf = line[:0]; cap(w.buf) > maxKeptBuf {
 		w.buf = nil
 	}
+	if cap(w.spans) > maxKeptStack {
+		w.spans = nil
+	}
+	if cap(w.ents) > maxKeptStack {
+		w.ents = nil
+	}
 	if err != nil {
+		clear(w.ents[:cap(w.ents)]) // a map left part-way keeps its keys
 		return nil, probe{}, err
 	}
 	p.d, p.payload, p.offs = d, payload, w.caps
@@ -857,6 +871,7 @@ func (w *writer) mapValue(out []byte, n *node) ([]byte, error) {
 	}
 	out = append(out, '}')
 	out = out[:start+copy(out[start:], out[mid:])]
+	clear(ents) // the keys point into the payload
 	w.ents = w.ents[:base]
 	return out, nil
 }

@@ -380,7 +380,8 @@ type position struct {
 	metadata map[string]map[string]string
 	// levels remembers the fast path's levels.
 	levels levelMemo
-	// lines writes the fast path's lines.
+	// lines writes the fast path's lines. A position is never copied:
+	// two copies of a writer would write their lines over each other's.
 	lines writer
 }
 
