@@ -73,23 +73,36 @@ func mustSchema(t testing.TB, text string) *eventSchema {
 	return s
 }
 
-// writers are the writers the fast/generic agreement checks, one a schema,
-// shared by every payload checked, as a topic's stream shares its own.
-var writers = struct {
+// streams are the positions the fast/generic agreement checks write lines
+// and remember levels with, one a schema, shared by every payload checked
+// as a topic's stream shares its own.
+var streams = struct {
 	sync.Mutex
-	m map[*eventSchema]*writer
-}{m: map[*eventSchema]*writer{}}
+	m map[*eventSchema]*position
+}{m: map[*eventSchema]*position{}}
+
+// asStream runs f with s's position, one check at a time.
+func asStream(s *eventSchema, f func(*position)) {
+	streams.Lock()
+	defer streams.Unlock()
+	p := streams.m[s]
+	if p == nil {
+		p = &position{}
+		streams.m[s] = p
+	}
+	f(p)
+}
 
 // decodeShared decodes payload with s's writer.
-func decodeShared(s *eventSchema, payload []byte) (string, probe, error) {
-	writers.Lock()
-	defer writers.Unlock()
-	w := writers.m[s]
-	if w == nil {
-		w = &writer{}
-		writers.m[s] = w
-	}
-	return s.fast.decode(w, payload)
+func decodeShared(s *eventSchema, payload []byte) (line string, p probe, err error) {
+	asStream(s, func(pos *position) { line, p, err = s.fast.decode(&pos.lines, payload) })
+	return line, p, err
+}
+
+// memoLevel is the level s's memo gives p.
+func memoLevel(s *eventSchema, p *probe) (level string) {
+	asStream(s, func(pos *position) { level = pos.levels.level(p) })
+	return level
 }
 
 // sameAsGeneric checks that the fast path writes the line the generic path

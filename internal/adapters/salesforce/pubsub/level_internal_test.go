@@ -2,29 +2,10 @@ package pubsub
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/hamba/avro/v2"
 )
-
-// memos are the level memos the fast/generic agreement checks, one a
-// schema, shared by every payload checked.
-var memos = struct {
-	sync.Mutex
-	m map[*eventSchema]*levelMemo
-}{m: map[*eventSchema]*levelMemo{}}
-
-func memoLevel(s *eventSchema, p *probe) string {
-	memos.Lock()
-	defer memos.Unlock()
-	m := memos.m[s]
-	if m == nil {
-		m = &levelMemo{}
-		memos.m[s] = m
-	}
-	return m.level(p)
-}
 
 // levelSchema has the fields salesforce.Level reads, of the types they
 // come in.
