@@ -14,12 +14,13 @@ GO=${GO:-go}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-CGO_ENABLED=0 $GO build -trimpath -ldflags '-s -w' -o "$tmp/sf2loki" ./cmd/sf2loki
-CGO_ENABLED=0 $GO build -trimpath -o "$tmp/sf2loki.sym" ./cmd/sf2loki
-$GO list -deps -f '{{.ImportPath}} {{with .Module}}{{.Path}}{{else}}std{{end}}' ./cmd/sf2loki >"$tmp/modules"
+TAGS=disable_grpc_modules # make build's
+CGO_ENABLED=0 $GO build -tags $TAGS -trimpath -ldflags '-s -w' -o "$tmp/sf2loki" ./cmd/sf2loki
+CGO_ENABLED=0 $GO build -tags $TAGS -trimpath -o "$tmp/sf2loki.sym" ./cmd/sf2loki
+$GO list -tags $TAGS -deps -f '{{.ImportPath}} {{with .Module}}{{.Path}}{{else}}std{{end}}' ./cmd/sf2loki >"$tmp/modules"
 
 bytes=$(stat -c %s "$tmp/sf2loki")
-printf 'stripped binary (CGO_ENABLED=0 go build -trimpath -ldflags "-s -w"): %d bytes, %.1f MiB\n' "$bytes" "$(echo "$bytes / 1048576" | bc -l)"
+printf 'stripped binary (CGO_ENABLED=0 go build -tags %s -trimpath -ldflags "-s -w"): %d bytes, %.1f MiB\n' "$TAGS" "$bytes" "$(echo "$bytes / 1048576" | bc -l)"
 printf 'modules linked: %d\n\n' "$($GO version -m "$tmp/sf2loki" | grep -c $'^\tdep')"
 
 $GO tool nm -size "$tmp/sf2loki.sym" | awk -v modules="$tmp/modules" -v out="$tmp/agg" '
