@@ -73,7 +73,8 @@ func (m *levelMemo) remember(path []answer, level string) {
 	}
 	s := m.root
 	for _, a := range path {
-		if m.d.slot(a.field) == -1 {
+		slot := m.d.slot(a.field)
+		if slot == -1 {
 			// A field the schema does not have reads "" on every event:
 			// its answer tells nothing, and asking it again would cost a
 			// lookup on every event.
@@ -81,7 +82,7 @@ func (m *levelMemo) remember(path []answer, level string) {
 		}
 		switch {
 		case s == nil:
-			s = &levelStep{field: a.field, slot: m.d.slot(a.field), next: map[string]*levelStep{}}
+			s = &levelStep{field: a.field, slot: slot, next: map[string]*levelStep{}}
 			set(s)
 		case s.field != a.field:
 			return // not the question asked before on these answers
