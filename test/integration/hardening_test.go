@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/file"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
@@ -128,6 +131,35 @@ func TestAConflictDoesNotWedgeTheLeader(t *testing.T) {
 	}
 }
 
+// writeUnderLock replaces the file at path with data the way every sf2loki
+// writer does: under the store's lock, over the version it read. A plain
+// os.WriteFile races the leader's commits, which check the version and
+// rename a new document over the file under that lock; one landing between
+// the check and the rename is replaced, and the test would wait for a
+// corruption nobody can see.
+func writeUnderLock(t testing.TB, path string, data []byte) {
+	t.Helper()
+	s, err := file.New(file.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for range 50 {
+		cur, err := s.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Put(ctx, data, ports.IfVersion(cur.Version))
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ports.ErrPreconditionFailed) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("%s: every write lost the race with the leader's commits", path)
+}
+
 // TestACorruptCheckpointDocumentIsLoud corrupts the checkpoint document under
 // a leader and its standby. Nobody can lead safely; every replica must say
 // why (/readyz, /statusz, sf2loki_coordination_blocked, one ERROR line),
@@ -144,9 +176,7 @@ func TestACorruptCheckpointDocumentIsLoud(t *testing.T) {
 	standby.waitReady(t, 503, "standby", slack)
 	time.Sleep(2 * time.Second)
 	state := filepath.Join(b.dir, "state.json")
-	if err := os.WriteFile(state, []byte(`{"synthetic:Login": 12`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeUnderLock(t, state, []byte(`{"synthetic:Login": 12`))
 	for _, d := range []*daemon{leader, standby} {
 		d.waitReadyPrefix(t, 503, "standby: blocked (checkpoint_corrupt)", b.ttl+5*b.renew+slack)
 	}
