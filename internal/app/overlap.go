@@ -11,8 +11,9 @@ import (
 // names its sources list own their categories, and the "*" sources claim
 // the rest as they discover them, the Pub/Sub "*" ahead of the
 // EventLogFile "*". nil with sources.allow_overlap (nothing is filtered)
-// or without a "*" (nothing is discovered).
-func overlapOwners(src config.Sources) *domain.Owners {
+// or without a "*" (nothing is discovered). siblings are the other orgs
+// entries of the same Salesforce org: the names they list are theirs.
+func overlapOwners(src config.Sources, siblings []config.OrgSibling) *domain.Owners {
 	topics, types := src.PubSub.Topics, src.EventLogFile.EventTypes
 	if src.AllowOverlap || (!slices.Contains(topics, "*") && !slices.Contains(types, "*")) {
 		return nil
@@ -33,6 +34,17 @@ func overlapOwners(src config.Sources) *domain.Owners {
 	}
 	for _, t := range types {
 		o.Static(domain.SourceEventLogFile, t)
+	}
+	for _, sib := range siblings {
+		for _, t := range sib.Sources.PubSub.Topics {
+			o.Elsewhere(sib.Name, domain.SourcePubSub, t)
+		}
+		for _, obj := range sib.Sources.EventlogObjects.Objects {
+			o.Elsewhere(sib.Name, domain.SourceEventlogObjects, obj.Name)
+		}
+		for _, t := range sib.Sources.EventLogFile.EventTypes {
+			o.Elsewhere(sib.Name, domain.SourceEventLogFile, t)
+		}
 	}
 	return o
 }

@@ -276,7 +276,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		return nil, nil, err
 	}
 	var sources []ports.Source
-	owners := overlapOwners(cfg.Sources)
+	owners := overlapOwners(cfg.Sources, cfg.OrgSiblings)
 	if len(elf.EventTypes) > 0 {
 		sh, err := sourceShaper(cfg, "eventlogfile", t)
 		if err != nil {

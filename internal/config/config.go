@@ -26,13 +26,16 @@ type Config struct {
 	// OrgCount is how many orgs share the deployment: set by Shards (0 or 1
 	// in the single-org form). Never loaded.
 	OrgCount int `yaml:"-" mapstructure:"-"`
+	// OrgSiblings are the other orgs entries of this shard's Salesforce org
+	// (one org listed under several names): set by Shards. Never loaded.
+	OrgSiblings []OrgSibling `yaml:"-" mapstructure:"-"`
 }
 
 // Org is one entry of orgs: a Salesforce org and what to ingest from it.
 type Org struct {
 	Name       string     `yaml:"name" mapstructure:"name" default:"" example:"prod" doc:"The org's name in this deployment: 1 to 40 of a-z, 0-9 and -, unique. It is the org label of its entries and names its shard's lease and checkpoint objects, so renaming an org (other than the first) starts it from no checkpoint."`
 	Salesforce Salesforce `yaml:"salesforce" mapstructure:"salesforce" sameas:"salesforce" doc:"The org's connection (its own token cache and clients)."`
-	Sources    Sources    `yaml:"sources" mapstructure:"sources" sameas:"sources" doc:"What to ingest from the org. The same credentials may appear under two names with different sources (Pub/Sub in one, EventLogFile in another), to split one big org across shards."`
+	Sources    Sources    `yaml:"sources" mapstructure:"sources" sameas:"sources" doc:"What to ingest from the org. One org may appear under two names with different sources (Pub/Sub in one, EventLogFile in another), to split one big org across shards. Entries are one org when they share a salesforce.org_id, a jwt_bearer username or a My Domain login host; among them a name or event category listed twice, a \"*\" on a source another entry lists, \"*\" in two entries, allow_overlap set differently, or one user's debug logs twice are refused, and a \"*\" skips the categories the other entries list (docs/governance.md)."`
 }
 
 // Salesforce configures the org connection.

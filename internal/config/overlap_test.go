@@ -49,10 +49,10 @@ func TestCategoriesThatDoNotOverlapLoad(t *testing.T) {
 
 func TestOverlapIsCheckedPerOrg(t *testing.T) {
 	org := func(name, sources string) string {
-		return "  - name: " + name + "\n    salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u, private_key_file: /k}\n    sources: " + sources + "\n"
+		return "  - name: " + name + "\n    salesforce: {auth_mode: jwt_bearer, client_id: ck, username: integration@" + name + ".example, private_key_file: /k}\n    sources: " + sources + "\n"
 	}
-	// Login by Pub/Sub in one org and by EventLogFile in another: two orgs,
-	// no overlap.
+	// Login by Pub/Sub in one org and by EventLogFile in another (each its
+	// own user, so its own org): two orgs, no overlap.
 	apart := orgsSink + "orgs:\n" + org("prod", "{pubsub: {topics: [/event/LoginEventStream]}}") + org("uat", "{eventlogfile: {event_types: [Login]}}")
 	if _, _, err := config.Load(write(t, apart)); err != nil {
 		t.Fatalf("one source per org: %v", err)

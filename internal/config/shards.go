@@ -55,7 +55,7 @@ func (c *Config) Shards() []*Config {
 	for i := range c.Orgs {
 		s := shared.clone()
 		o := deepCopy(reflect.ValueOf(c.Orgs[i])).Interface().(Org)
-		s.ShardName, s.OrgCount = o.Name, len(c.Orgs)
+		s.ShardName, s.OrgCount, s.OrgSiblings = o.Name, len(c.Orgs), c.siblingsOf(i)
 		s.Salesforce, s.Sources = o.Salesforce, o.Sources
 		if i > 0 {
 			s.Coordinate.FileLease.Path = shardPath(s.Coordinate.FileLease.Path, o.Name)

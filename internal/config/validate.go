@@ -150,6 +150,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		c.validateOrg(o, add, addOnce, requiredFor)
 	}
 	c.checkOverlap(orgs, add)
+	c.checkSameOrg(add)
 	c.checkLokiClient(add)
 	warnings = append(warnings, c.checkServiceTelemetry(add)...)
 	warnings = append(warnings, c.validateShape(add)...)

@@ -72,10 +72,21 @@ type Owner struct {
 	Name   string // the topic, event type or object
 	// Static: named in the configuration; else claimed by a "*" listing.
 	Static bool
+	// Entry is the orgs entry that names it when that is another entry of
+	// the same Salesforce org (one org split over shards); "" for the
+	// registry's own entry. No source of this registry ingests a category
+	// another entry owns.
+	Entry string
 }
 
-// String is the owner as logs name it: sources.pubsub (/event/LoginEventStream).
-func (o Owner) String() string { return fmt.Sprintf("sources.%s (%s)", o.Source, o.Name) }
+// String is the owner as logs name it: sources.pubsub (/event/LoginEventStream),
+// or orgs entry "uat-rt"'s sources.pubsub (/event/LoginEventStream).
+func (o Owner) String() string {
+	if o.Entry != "" {
+		return fmt.Sprintf("orgs entry %q's sources.%s (%s)", o.Entry, o.Source, o.Name)
+	}
+	return fmt.Sprintf("sources.%s (%s)", o.Source, o.Name)
+}
 
 // Decision is the registry's answer about one listed name.
 type Decision struct {
@@ -117,6 +128,9 @@ type Waiting struct {
 //   - A name the configuration lists (Static) owns its category; the
 //     configuration check refuses two sources listing one category unless
 //     sources.allow_overlap is set, and then no registry is used at all.
+//   - A name another orgs entry of the same Salesforce org lists
+//     (Elsewhere: one org split over shards, each led by any replica) owns
+//     its category too, and none of this registry's sources ingests it.
 //   - A "*" source asks with List each time it lists the org; a listed name
 //     whose category is unowned is claimed by the lister, and the first
 //     claimer keeps it for as long as the registry lives (the process), so
@@ -167,6 +181,23 @@ func (o *Owners) Static(source, name string) {
 	}
 }
 
+// Elsewhere records a name that entry, another orgs entry of the same
+// Salesforce org, lists for source: it owns its category for every source
+// of this registry, unless a name of this registry's own configuration
+// (Static, called first) already does; the configuration check refuses a
+// category named by two entries.
+func (o *Owners) Elsewhere(entry, source, name string) {
+	cat, ok := Category(source, name)
+	if !ok {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, taken := o.owners[cat]; !taken {
+		o.owners[cat] = Owner{Source: source, Name: name, Static: true, Entry: entry}
+	}
+}
+
 // Owner returns the owner of cat, if any.
 func (o *Owners) Owner(cat string) (Owner, bool) {
 	o.mu.Lock()
@@ -195,7 +226,7 @@ func (o *Owners) List(source string, names []string) []Decision {
 		default:
 			d.Category = cat
 			if w, taken := o.owners[cat]; taken {
-				d.Owner, d.Ingest = w, w.Source == source
+				d.Owner, d.Ingest = w, w.Source == source && w.Entry == ""
 			} else if len(ahead) > 0 {
 				d.Pending = true
 			} else {

@@ -125,6 +125,36 @@ func TestStaticOwnersWinOverAWildcard(t *testing.T) {
 	}
 }
 
+// One org split over two orgs entries: the names the other entry lists own
+// their categories here too, whatever the source, and the entry's own
+// static names come first.
+func TestAnotherEntryOfTheOrgOwnsItsNames(t *testing.T) {
+	o := domain.NewOwners(domain.SourceEventLogFile)
+	o.Static(domain.SourceEventlogObjects, "ApiEvent")
+	o.Elsewhere("prod-rt", domain.SourcePubSub, "/event/ApiEventStream") // named here too: ours
+	o.Elsewhere("prod-rt", domain.SourcePubSub, "/event/LoginEventStream")
+	o.Elsewhere("prod-rt", domain.SourceEventLogFile, "Report")    // the check refuses it; never ours all the same
+	o.Elsewhere("prod-rt", domain.SourcePubSub, "/event/Order__e") // never overlaps: no owner
+	ds := o.List(domain.SourceEventLogFile, []string{"API", "Login", "Report", "URI"})
+	want := map[string]bool{"API": false, "Login": false, "Report": false, "URI": true}
+	if got := decided(ds); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("decisions %v, want %v", got, want)
+	}
+	if w := ds[0].Owner; w != (domain.Owner{Source: domain.SourceEventlogObjects, Name: "ApiEvent", Static: true}) {
+		t.Fatalf("API owner %+v, want this entry's ApiEvent", w)
+	}
+	login := ds[1].Owner
+	if login != (domain.Owner{Source: domain.SourcePubSub, Name: "/event/LoginEventStream", Static: true, Entry: "prod-rt"}) {
+		t.Fatalf("login owner %+v", login)
+	}
+	if got, want := login.String(), `orgs entry "prod-rt"'s sources.pubsub (/event/LoginEventStream)`; got != want {
+		t.Fatalf("owner named %q, want %q", got, want)
+	}
+	if _, ok := o.Owner("order"); ok {
+		t.Fatal("a custom platform event got an owner")
+	}
+}
+
 func TestTheFirstClaimerKeepsACategoryForTheRun(t *testing.T) {
 	o := domain.NewOwners(domain.SourcePubSub, domain.SourceEventLogFile)
 	o.List(domain.SourcePubSub, []string{"/event/LoginEventStream"})
