@@ -1,14 +1,12 @@
 package config
 
 import (
-	"cmp"
 	"fmt"
 	"net/url"
 	"reflect"
 	"slices"
 	"strings"
 
-	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/domain"
 )
 
@@ -16,9 +14,10 @@ import (
 // sources (Pub/Sub in one entry, EventLogFile in the other), to spread a
 // big org over shards. Each shard is led by whichever replica wins its
 // lease, so nothing at run time sees both entries: the configuration is
-// where a name listed in both, or a "*" that would list the other entry's
-// names, is refused, and each shard learns its sibling entries' names
-// (Config.OrgSiblings) so that its "*" discoveries skip their categories.
+// where a name listed in both, or a "*" nothing keeps from the other
+// entry's names, is refused, and each shard learns its sibling entries'
+// names (Config.OrgSiblings) so that its "*" discoveries skip their
+// categories.
 
 // OrgSibling is another orgs entry of the same Salesforce org.
 type OrgSibling struct {
@@ -26,39 +25,94 @@ type OrgSibling struct {
 	Sources Sources
 }
 
-// orgIdentities are the keys that name the Salesforce org an entry logs in
-// to, each with how the configuration shows it: a set org_id (its
-// case-sensitive first 15 characters), a jwt_bearer username (a Salesforce
-// username belongs to one org), and a My Domain login host (one org's).
-// Generic login hosts and loopback test servers name no org; auth_mode
-// none has no org.
-func orgIdentities(sf Salesforce) (keys, shown []string) {
-	if sf.AuthMode == "none" {
-		return nil, nil
-	}
-	if id := strings.TrimSpace(sf.OrgID); id != "" {
-		keys, shown = append(keys, "org_id "+id[:min(len(id), 15)]), append(shown, fmt.Sprintf("salesforce.org_id %q", id))
-	}
-	if u := strings.TrimSpace(sf.Username); sf.AuthMode == "jwt_bearer" && u != "" {
-		keys, shown = append(keys, "username "+strings.ToLower(u)), append(shown, fmt.Sprintf("salesforce.username %q", u))
-	}
-	if u, err := url.Parse(sf.SalesforceLoginURL()); err == nil {
-		if h := strings.ToLower(u.Hostname()); h != "" && !salesforce.GenericLoginHost(h) && !loopback(h) {
-			keys, shown = append(keys, "host "+h), append(shown, "the login host "+h)
-		}
-	}
-	return keys, shown
+// identity is what names the Salesforce org an orgs entry logs in to.
+type identity struct {
+	keys  []string // comparable: "org_id 00D...", "username ...", "host ..."
+	shown []string // each key as the configuration shows it
+	orgID string   // the org id's 15-character form, "" when unset or malformed
 }
 
-// sameOrgGroups are the orgs entries that log in to one Salesforce org,
-// as groups of two or more indexes in list order, each with why (the
-// first identity a later entry shares with an earlier one, as the earlier
-// one shows it).
-func (c *Config) sameOrgGroups() (groups [][]int, why []string) {
+// myDomainSuffix ends every My Domain host, production and sandbox
+// (acme.my.salesforce.com, acme--uat.sandbox.my.salesforce.com): each
+// names one org. Instance hosts (na139.salesforce.com), the generic login
+// hosts, proxies and loopback test servers are shared or unknown.
+const myDomainSuffix = ".my.salesforce.com"
+
+// orgIdentityOf is the identity of an entry: its org id (salesforce.org_id,
+// 15 or 18 characters), its jwt_bearer username (a Salesforce username
+// belongs to one org; its case does not matter) and its My Domain login
+// host. auth_mode none names no org.
+func orgIdentityOf(sf Salesforce) identity {
+	var id identity
+	if sf.AuthMode == "none" {
+		return id
+	}
+	if raw := strings.TrimSpace(sf.OrgID); raw != "" {
+		if c15, ok := orgID15(raw); ok {
+			id.orgID = c15
+			id.keys, id.shown = append(id.keys, "org_id "+c15), append(id.shown, fmt.Sprintf("salesforce.org_id %q", raw))
+		}
+	}
+	if u := strings.TrimSpace(sf.Username); sf.AuthMode == "jwt_bearer" && u != "" {
+		id.keys, id.shown = append(id.keys, "username "+strings.ToLower(u)), append(id.shown, fmt.Sprintf("salesforce.username %q", u))
+	}
+	if u, err := url.Parse(sf.SalesforceLoginURL()); err == nil {
+		if h := strings.TrimSuffix(strings.ToLower(u.Hostname()), "."); strings.HasSuffix(h, myDomainSuffix) {
+			id.keys, id.shown = append(id.keys, "host "+h), append(id.shown, "the My Domain "+h)
+		}
+	}
+	return id
+}
+
+// orgID15 is an org id's case-sensitive 15-character form. An 18-character
+// id carries, in its last three characters, which of the first fifteen
+// are upper case (five each, a bit per character in the alphabet A-Z0-5),
+// so it is compared whatever case it was written in.
+func orgID15(id string) (string, bool) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"
+	for _, r := range id {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') {
+			return "", false
+		}
+	}
+	switch len(id) {
+	case 15:
+		return id, true
+	case 18:
+	default:
+		return "", false
+	}
+	out := []byte(strings.ToLower(id[:15]))
+	for chunk := range 3 {
+		bits := strings.IndexByte(alphabet, strings.ToUpper(id[15+chunk : 16+chunk])[0])
+		if bits < 0 {
+			return "", false
+		}
+		for i := range 5 {
+			if bits>>i&1 == 1 {
+				out[chunk*5+i] = strings.ToUpper(string(out[chunk*5+i]))[0]
+			}
+		}
+	}
+	return string(out), true
+}
+
+// sameOrg is how the orgs entries group into Salesforce orgs.
+type sameOrg struct {
+	ids    []identity
+	groups [][]int // two or more entries of one org, in list order
+	// conflicts are pairs (earlier, later) that share a key yet set
+	// different org ids: one of them is wrong, and they are not joined.
+	conflicts [][2]int
+}
+
+// sameOrgs groups the orgs entries that share an identity key, directly or
+// through other entries.
+func (c *Config) sameOrgs() sameOrg {
+	s := sameOrg{ids: make([]identity, len(c.Orgs))}
 	parent := make([]int, len(c.Orgs))
-	reason := make([]string, len(c.Orgs))
-	for i := range parent {
-		parent[i] = i
+	for i, o := range c.Orgs {
+		parent[i], s.ids[i] = i, orgIdentityOf(o.Salesforce)
 	}
 	find := func(i int) int {
 		for parent[i] != i {
@@ -66,23 +120,17 @@ func (c *Config) sameOrgGroups() (groups [][]int, why []string) {
 		}
 		return i
 	}
-	type seen struct {
-		entry int
-		shown string
-	}
-	first := map[string]seen{}
-	for i, o := range c.Orgs {
-		keys, shown := orgIdentities(o.Salesforce)
-		for k, key := range keys {
-			f, ok := first[key]
-			if !ok {
-				first[key] = seen{i, shown[k]}
+	for i := range c.Orgs {
+		for j := range i {
+			if _, ok := s.shared(j, i); !ok {
 				continue
 			}
-			if a, b := find(f.entry), find(i); a != b {
-				root, child := min(a, b), max(a, b)
-				parent[child] = root
-				reason[root] = cmp.Or(reason[root], reason[child], f.shown)
+			if a, b := s.ids[j].orgID, s.ids[i].orgID; a != "" && b != "" && a != b {
+				s.conflicts = append(s.conflicts, [2]int{j, i})
+				continue
+			}
+			if a, b := find(j), find(i); a != b {
+				parent[max(a, b)] = min(a, b)
 			}
 		}
 	}
@@ -92,16 +140,41 @@ func (c *Config) sameOrgGroups() (groups [][]int, why []string) {
 	}
 	for i := range c.Orgs {
 		if g := byRoot[i]; len(g) > 1 {
-			groups, why = append(groups, g), append(why, reason[i])
+			s.groups = append(s.groups, g)
 		}
 	}
-	return groups, why
+	return s
+}
+
+// shared is the first key entries j and i share, as j shows it.
+func (s sameOrg) shared(j, i int) (string, bool) {
+	for k, key := range s.ids[j].keys {
+		if slices.Contains(s.ids[i].keys, key) {
+			return s.ids[j].shown[k], true
+		}
+	}
+	return "", false
+}
+
+// why says how entries j and i of one group are one org: the key they
+// share, or the entry that links them.
+func (s sameOrg) why(c *Config, group []int, j, i int) string {
+	if shown, ok := s.shared(j, i); ok {
+		return shown
+	}
+	for _, k := range group {
+		_, a := s.shared(min(j, k), max(j, k))
+		_, b := s.shared(min(i, k), max(i, k))
+		if k != i && k != j && a && b {
+			return fmt.Sprintf("through orgs[%d] %q", k, c.Orgs[k].Name)
+		}
+	}
+	return "through the entries between them"
 }
 
 // siblingsOf are the other orgs entries of org i's Salesforce org.
 func (c *Config) siblingsOf(i int) []OrgSibling {
-	groups, _ := c.sameOrgGroups()
-	for _, g := range groups {
+	for _, g := range c.sameOrgs().groups {
 		if !slices.Contains(g, i) {
 			continue
 		}
@@ -140,96 +213,118 @@ func listedNames(i int, src Sources) []listed {
 }
 
 // checkSameOrg refuses, among the orgs entries of one Salesforce org, what
-// would ship an event twice: a name two entries list; one event category
-// on two entries (unless the org's entries set sources.allow_overlap,
-// which must be the same in all of them); a "*" on a
-// source another entry lists names for, or "*"s in two entries (a "*"
-// defers to the other sources of its own entry only); the Apex debug logs
-// of one user in two entries.
+// would ship an event twice (docs/governance.md): a name two entries list;
+// one event category on two sources of two entries, unless both set
+// sources.allow_overlap; a "*" where no registry skips the other entries'
+// names (allow_overlap) or where the other entry's "*" discovers at the
+// same time; the Apex debug logs of one user in two entries. Entries that
+// share a key but set different org ids are refused as contradictory.
 func (c *Config) checkSameOrg(add func(path, format string, args ...any)) {
-	groups, why := c.sameOrgGroups()
-	for g, group := range groups {
-		same := func(j int) string {
-			return fmt.Sprintf("orgs[%d] %q, the same Salesforce org (%s)", j, c.Orgs[j].Name, why[g])
+	s := c.sameOrgs()
+	for _, p := range s.conflicts {
+		j, i := p[0], p[1]
+		shown, _ := s.shared(j, i)
+		add(fmt.Sprintf("orgs[%d].salesforce.org_id", i), "%q is another org than orgs[%d] %q's %q, yet both name %s, which belongs to one org; "+
+			"correct the org_id or the login settings", c.Orgs[i].Salesforce.OrgID, j, c.Orgs[j].Name, c.Orgs[j].Salesforce.OrgID, shown)
+	}
+	for _, group := range s.groups {
+		same := func(j, i int) string {
+			return fmt.Sprintf("orgs[%d] %q, the same Salesforce org (%s)", j, c.Orgs[j].Name, s.why(c, group, j, i))
 		}
 		var names []listed
-		wildcard := map[int][]string{} // entry -> its "*" sources
 		for _, i := range group {
-			for _, l := range listedNames(i, c.Orgs[i].Sources) {
-				if l.name == "*" {
-					wildcard[i] = append(wildcard[i], l.source)
-					continue
-				}
-				names = append(names, l)
-			}
-		}
-		for _, i := range group[1:] {
-			if a := c.Orgs[i].Sources.AllowOverlap; a != c.Orgs[group[0]].Sources.AllowOverlap {
-				add(fmt.Sprintf("orgs[%d].sources.allow_overlap", i), "%v here, %v in %s: set it the same in every entry of one org "+
-					"(it says whether one event category may be shipped twice, whichever entry ships it)", a, !a, same(group[0]))
-			}
+			names = append(names, listedNames(i, c.Orgs[i].Sources)...)
 		}
 		c.checkSameOrgNames(names, same, add)
-		c.checkSameOrgWildcards(group, wildcard, same, add)
+		c.checkSameOrgWildcards(names, same, add)
 		c.checkSameOrgApexLogs(group, same, add)
 	}
 }
 
-// checkSameOrgNames refuses a name, or a category, listed by two entries
-// of one org.
-func (c *Config) checkSameOrgNames(names []listed, same func(int) string, add func(path, format string, args ...any)) {
+// checkSameOrgNames refuses a name two entries of one org list, and one
+// category on two sources of two entries unless both allow_overlap.
+func (c *Config) checkSameOrgNames(names []listed, same func(j, i int) string, add func(path, format string, args ...any)) {
 	for k, l := range names {
+		if l.name == "*" {
+			continue
+		}
 		cat, categorised := domain.Category(l.source, l.name)
 		for _, e := range names[:k] {
-			if e.entry == l.entry {
+			if e.entry == l.entry || e.name == "*" {
 				continue
 			}
 			path := fmt.Sprintf("orgs[%d].%s", l.entry, l.key)
 			if e.source == l.source && strings.EqualFold(e.name, l.name) {
-				add(path, "%q is also listed by %s: both shards would ship its events; keep it in one entry", l.name, same(e.entry))
+				add(path, "%q is also listed by %s: both shards would ship its events; keep it in one entry", l.name, same(e.entry, l.entry))
 				break
 			}
-			if other, ok := domain.Category(e.source, e.name); ok && categorised && other == cat &&
-				(!c.Orgs[e.entry].Sources.AllowOverlap || !c.Orgs[l.entry].Sources.AllowOverlap) {
+			if other, ok := domain.Category(e.source, e.name); ok && categorised && other == cat && e.source != l.source && !c.bothAllowOverlap(e.entry, l.entry) {
 				add(path, "%q is the %s category, which %s lists as %s %q: both shards would ship the same %s events; "+
-					"keep one, or set sources.allow_overlap: true in every entry of the org", l.name, cat, same(e.entry), e.key, e.name, cat)
+					"keep one, or set sources.allow_overlap: true in both entries", l.name, cat, same(e.entry, l.entry), e.key, e.name, cat)
 				break
 			}
 		}
 	}
 }
 
-// checkSameOrgWildcards refuses a "*" on a source another entry of the org
-// lists names for, and "*"s in two entries.
-func (c *Config) checkSameOrgWildcards(group []int, wildcard map[int][]string, same func(int) string, add func(path, format string, args ...any)) {
-	var first = -1
-	for _, i := range group {
-		if len(wildcard[i]) == 0 {
+func (c *Config) bothAllowOverlap(j, i int) bool {
+	return c.Orgs[j].Sources.AllowOverlap && c.Orgs[i].Sources.AllowOverlap
+}
+
+// checkSameOrgWildcards refuses the "*"s no registry keeps apart from the
+// other entries of the org. A "*" skips the categories the other entries
+// list (Config.OrgSiblings), and every name a "*" discovers has one (an
+// EventLogFile type, an /event/...EventStream topic), so what is left:
+// "*" on one source in two entries (each ships what both discover); "*"
+// on two sources in two entries (neither knows what the other claims)
+// unless both allow_overlap; and a "*" with allow_overlap (no registry),
+// beside another entry's names on its source, or its categorised names on
+// another source unless that entry allows the overlap too.
+func (c *Config) checkSameOrgWildcards(names []listed, same func(j, i int) string, add func(path, format string, args ...any)) {
+	var stars []listed
+	for _, l := range names {
+		if l.name == "*" {
+			stars = append(stars, l)
+		}
+	}
+	for k, w := range stars {
+		path := fmt.Sprintf("orgs[%d].%s", w.entry, w.key)
+		for _, e := range stars[:k] {
+			switch {
+			case e.entry == w.entry:
+			case e.source == w.source:
+				add(path, `"*" here and in %s: both shards would ship every %s name; keep the "*" in one entry`, same(e.entry, w.entry), w.source)
+			case !c.bothAllowOverlap(e.entry, w.entry):
+				add(path, `"*" here and a %s "*" in %s: neither shard knows what the other discovers, so both would ship the categories both find; `+
+					`put every "*" of the org in one entry (there the Pub/Sub "*" goes first and the EventLogFile "*" takes the rest), or list one side's names`,
+					e.source, same(e.entry, w.entry))
+			}
+		}
+		if !c.Orgs[w.entry].Sources.AllowOverlap {
 			continue
 		}
-		if first >= 0 {
-			add(fmt.Sprintf("orgs[%d].sources", i), `"*" in %s too: two entries' "*" listings would each ingest what the other discovers; `+
-				`put every "*" of the org in one entry (there Pub/Sub's "*" goes first and EventLogFile's takes the rest)`, same(first))
-			continue
-		}
-		first = i
-		for _, j := range group {
-			if j == i {
+		for _, l := range names {
+			_, categorised := domain.Category(l.source, l.name)
+			switch {
+			case l.entry == w.entry || l.name == "*":
+				continue
+			case l.source == w.source:
+				add(path, `"*" with sources.allow_overlap ships every %s name, also %q that %s lists: both shards would ship it; `+
+					"leave allow_overlap out here (the \"*\" then skips the other entry's names)", w.source, l.name, same(l.entry, w.entry))
+			case categorised && !c.Orgs[l.entry].Sources.AllowOverlap:
+				add(path, `"*" with sources.allow_overlap skips no category, also not that of %q that %s lists as %s: both shards would ship it; `+
+					"leave allow_overlap out here, or set it in that entry too", l.name, same(l.entry, w.entry), l.key)
+			default:
 				continue
 			}
-			for _, source := range wildcard[i] {
-				if slices.ContainsFunc(listedNames(j, c.Orgs[j].Sources), func(l listed) bool { return l.source == source }) {
-					add(fmt.Sprintf("orgs[%d].sources.%s", i, source), `"*" lists every name of the org, also those %s lists for sources.%s: `+
-						"both shards would ship them; list the names in one entry, or keep sources.%s in this one", same(j), source, source)
-				}
-			}
+			break
 		}
 	}
 }
 
 // checkSameOrgApexLogs refuses the debug logs of one user (or all users)
 // shipped by two entries of the org.
-func (c *Config) checkSameOrgApexLogs(group []int, same func(int) string, add func(path, format string, args ...any)) {
+func (c *Config) checkSameOrgApexLogs(group []int, same func(j, i int) string, add func(path, format string, args ...any)) {
 	for k, i := range group {
 		a := c.Orgs[i].Sources.ApexLog
 		if !a.Enabled {
@@ -245,7 +340,7 @@ func (c *Config) checkSameOrgApexLogs(group []int, same func(int) string, add fu
 			})
 			if shared {
 				add(fmt.Sprintf("orgs[%d].sources.apexlog", i), "enabled in %s too, for users that overlap (an empty users list is every user): "+
-					"both shards would ship the same debug logs; enable it in one entry, or give each entry its own users", same(j))
+					"both shards would ship the same debug logs; enable it in one entry, or give each entry its own users", same(j, i))
 				break
 			}
 		}

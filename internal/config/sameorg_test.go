@@ -30,13 +30,21 @@ func TestOneOrgUnderTwoNamesShipsEachEventOnce(t *testing.T) {
 		"a custom topic in both": {two("{pubsub: {topics: [/event/Order__e]}}", "{pubsub: {topics: [/event/Order__e]}}"),
 			`orgs[1].sources.pubsub.topics: "/event/Order__e" is also listed by orgs[0] "prod-rt"`},
 		"one category on two sources": {two("{pubsub: {topics: [/event/LoginEventStream]}}", "{eventlogfile: {event_types: [Login]}}"),
-			`orgs[1].sources.eventlogfile.event_types: "Login" is the login category, which orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com") lists as sources.pubsub.topics "/event/LoginEventStream": both shards would ship the same login events; keep one, or set sources.allow_overlap: true in every entry of the org`},
+			`orgs[1].sources.eventlogfile.event_types: "Login" is the login category, which orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com") lists as sources.pubsub.topics "/event/LoginEventStream": both shards would ship the same login events; keep one, or set sources.allow_overlap: true in both entries`},
 		"allow_overlap in one entry only": {two("{allow_overlap: true, pubsub: {topics: [/event/LoginEventStream]}}", "{eventlogfile: {event_types: [Login]}}"),
-			`orgs[1].sources.allow_overlap: false here, true in orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com"): set it the same in every entry of one org`},
-		"a star over the other entry's source": {two(`{eventlogfile: {event_types: ["*"]}}`, "{eventlogfile: {event_types: [Report]}}"),
-			`orgs[0].sources.eventlogfile: "*" lists every name of the org, also those orgs[1] "prod-elf", the same Salesforce org (salesforce.username "integration@acme.com") lists for sources.eventlogfile: both shards would ship them`},
-		"stars in two entries": {two(`{pubsub: {topics: ["*"]}}`, `{eventlogfile: {event_types: ["*"]}}`),
-			`orgs[1].sources: "*" in orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com") too: two entries' "*" listings would each ingest what the other discovers`},
+			`orgs[1].sources.eventlogfile.event_types: "Login" is the login category, which orgs[0] "prod-rt"`},
+		"stars on two sources in two entries": {two(`{pubsub: {topics: ["*"]}}`, `{eventlogfile: {event_types: ["*"]}}`),
+			`orgs[1].sources.eventlogfile.event_types: "*" here and a pubsub "*" in orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com"): neither shard knows what the other discovers`},
+		"stars on one source in two entries, allow_overlap or not": {two(`{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`, `{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`),
+			`orgs[1].sources.eventlogfile.event_types: "*" here and in orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com"): both shards would ship every eventlogfile name`},
+		"a star with allow_overlap beside the other entry's names on its source": {two(`{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`, `{allow_overlap: true, eventlogfile: {event_types: [API]}}`),
+			`orgs[0].sources.eventlogfile.event_types: "*" with sources.allow_overlap ships every eventlogfile name, also "API" that orgs[1] "prod-elf"`},
+		"a star with allow_overlap beside a category the other entry does not allow": {two(`{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`, `{pubsub: {topics: [/event/LoginEventStream]}}`),
+			`orgs[0].sources.eventlogfile.event_types: "*" with sources.allow_overlap skips no category, also not that of "/event/LoginEventStream" that orgs[1] "prod-elf"`},
+		"contradicting org ids": {orgsSink + "orgs:\n" +
+			"  - {name: a, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u1, private_key_file: /k, org_id: 00D5e000000AAAA}}\n" +
+			"  - {name: b, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u1, private_key_file: /k, org_id: 00D5e000000BBBB}}\n",
+			`orgs[1].salesforce.org_id: "00D5e000000BBBB" is another org than orgs[0] "a"'s "00D5e000000AAAA", yet both name salesforce.username "u1", which belongs to one org`},
 		"debug logs of every user twice": {two("{apexlog: {enabled: true}}", "{apexlog: {enabled: true, users: [a@acme.com]}}"),
 			`orgs[1].sources.apexlog: enabled in orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com") too, for users that overlap`},
 		"debug logs of one user twice": {two("{apexlog: {enabled: true, users: [A@acme.com]}}", "{apexlog: {enabled: true, users: [b@acme.com, a@acme.com]}}"),
@@ -47,19 +55,23 @@ func TestOneOrgUnderTwoNamesShipsEachEventOnce(t *testing.T) {
 		// One My Domain: client_credentials with two connected apps.
 		"one My Domain": {orgsSink + `orgs:
   - {name: a, salesforce: {auth_mode: client_credentials, login_url: https://acme.my.salesforce.com, client_id: ck1, client_secret_file: /s}, sources: {eventlogfile: {event_types: [API]}}}
-  - {name: b, salesforce: {auth_mode: client_credentials, login_url: "https://ACME.my.salesforce.com/", client_id: ck2, client_secret_file: /s}, sources: {eventlogfile: {event_types: [API]}}}
-`, `orgs[1].sources.eventlogfile.event_types: "API" is also listed by orgs[0] "a", the same Salesforce org (the login host acme.my.salesforce.com)`},
-		// One org id, 15 and 18 characters, through two users.
+  - {name: b, salesforce: {auth_mode: client_credentials, login_url: "https://ACME.my.salesforce.com./", client_id: ck2, client_secret_file: /s}, sources: {eventlogfile: {event_types: [API]}}}
+`, `orgs[1].sources.eventlogfile.event_types: "API" is also listed by orgs[0] "a", the same Salesforce org (the My Domain acme.my.salesforce.com)`},
+		// One org id, 15 and 18 characters (in any case), through two users.
 		"one org id": {orgsSink + `orgs:
   - {name: a, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u1, private_key_file: /k, org_id: 00D5e000000AbCd}, sources: {eventlogfile: {event_types: [API]}}}
   - {name: b, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u2, private_key_file: /k, org_id: 00D5e000000AbCdEAK}, sources: {eventlogfile: {event_types: [API]}}}
 `, `orgs[1].sources.eventlogfile.event_types: "API" is also listed by orgs[0] "a", the same Salesforce org (salesforce.org_id "00D5e000000AbCd")`},
+		"one org id in another case": {orgsSink + `orgs:
+  - {name: c, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u3, private_key_file: /k, org_id: 00d5e000000abcdeak}, sources: {eventlogfile: {event_types: [Login]}}}
+  - {name: d, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u4, private_key_file: /k, org_id: 00D5e000000AbCd}, sources: {eventlogfile: {event_types: [Login]}}}
+`, `orgs[1].sources.eventlogfile.event_types: "Login" is also listed by orgs[0] "c", the same Salesforce org (salesforce.org_id "00d5e000000abcdeak")`},
 		// a and c share a user, c and b a My Domain: all three are one org.
 		"joined through a third entry": {orgsSink + `orgs:
   - {name: a, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u1, private_key_file: /k}, sources: {eventlogfile: {event_types: [API]}}}
   - {name: b, salesforce: {auth_mode: client_credentials, login_url: https://acme.my.salesforce.com, client_id: ck2, client_secret_file: /s}, sources: {pubsub: {topics: [/event/ApiEventStream]}}}
   - {name: c, salesforce: {auth_mode: jwt_bearer, login_url: https://acme.my.salesforce.com, client_id: ck, username: u1, private_key_file: /k}}
-`, `orgs[1].sources.pubsub.topics: "/event/ApiEventStream" is the api category, which orgs[0] "a", the same Salesforce org (salesforce.username "u1") lists as sources.eventlogfile.event_types "API"`},
+`, `orgs[1].sources.pubsub.topics: "/event/ApiEventStream" is the api category, which orgs[0] "a", the same Salesforce org (through orgs[2] "c") lists as sources.eventlogfile.event_types "API"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if msg := problems(t, tc.yaml); !strings.Contains(msg, tc.want) {
@@ -86,15 +98,38 @@ func TestOrgsThatAreNotOneOrgTwiceLoad(t *testing.T) {
 			entry("prod-rt", user, "{allow_overlap: true, pubsub: {topics: [/event/LoginEventStream]}}") +
 			entry("prod-elf", user, "{allow_overlap: true, eventlogfile: {event_types: [Login]}}"),
 			map[string][]string{"prod-rt": {"prod-elf"}, "prod-elf": {"prod-rt"}}},
+		// A "*" skips what the other entry lists; Pub/Sub's "*" finds only
+		// *EventStream topics.
+		"a star beside the other entry's names": {orgsSink + "orgs:\n" +
+			entry("elf", user, `{eventlogfile: {event_types: ["*"], exclude: [API]}}`) + entry("api", user, "{eventlogfile: {event_types: [API]}}") +
+			entry("rt", user, `{pubsub: {topics: [/event/LoginEventStream]}}`),
+			map[string][]string{"elf": {"api", "rt"}, "api": {"elf", "rt"}, "rt": {"elf", "api"}}},
+		"a Pub/Sub star beside change events": {orgsSink + "orgs:\n" +
+			entry("rt", user, `{pubsub: {topics: ["*"]}}`) + entry("cdc", user, "{pubsub: {topics: [/data/AccountChangeEvent, /event/Order__e]}}"),
+			map[string][]string{"rt": {"cdc"}, "cdc": {"rt"}}},
+		"stars on two sources, both allowing overlap": {orgsSink + "orgs:\n" +
+			entry("rt", user, `{allow_overlap: true, pubsub: {topics: ["*"]}}`) + entry("elf", user, `{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`),
+			map[string][]string{"rt": {"elf"}, "elf": {"rt"}}},
+		// Two objects of one category on one source load in one entry,
+		// and across two; allow_overlap may differ between entries.
+		"one category on one source": {orgsSink + "orgs:\n" +
+			entry("a", user, "{allow_overlap: true, eventlog_objects: {objects: [{name: LoginHistory, timestamp_field: LoginTime}]}}") +
+			entry("b", user, "{eventlog_objects: {objects: [{name: LoginEvent}]}}"),
+			map[string][]string{"a": {"b"}, "b": {"a"}}},
 		"debug logs of different users": {orgsSink + "orgs:\n" +
 			entry("a", user, "{apexlog: {enabled: true, users: [a@acme.com]}}") + entry("b", user, "{apexlog: {enabled: true, users: [b@acme.com]}}"),
 			map[string][]string{"a": {"b"}, "b": {"a"}}},
-		// Different users on the generic login host, and two orgs served
-		// by one loopback test server, are different orgs.
+		// Different users on the generic login host, and orgs behind one
+		// loopback test server, one instance host or one proxy, are
+		// different orgs: only a My Domain names one.
 		"different orgs alike": {orgsSink + "orgs:\n" +
 			entry("a", "u@a.com", "{eventlogfile: {event_types: [API]}}") + entry("b", "u@b.com", "{eventlogfile: {event_types: [API]}}") + `
   - {name: c, salesforce: {auth_mode: client_credentials, login_url: "http://127.0.0.1:8080", client_id: ck, client_secret_file: /s}, sources: {eventlogfile: {event_types: [API]}}}
   - {name: d, salesforce: {auth_mode: client_credentials, login_url: "http://127.0.0.1:8080", client_id: ck, client_secret_file: /s}, sources: {eventlogfile: {event_types: [API]}}}
+  - {name: g, salesforce: {auth_mode: client_credentials, login_url: "https://na139.salesforce.com", client_id: ck, client_secret_file: /s}, sources: {eventlogfile: {event_types: [API]}}}
+  - {name: h, salesforce: {auth_mode: client_credentials, login_url: "https://na139.salesforce.com", client_id: ck, client_secret_file: /s}, sources: {eventlogfile: {event_types: [API]}}}
+  - {name: i, salesforce: {auth_mode: client_credentials, login_url: "https://sfproxy.corp.example/i", client_id: ck, client_secret_file: /s}, sources: {eventlogfile: {event_types: [API]}}}
+  - {name: j, salesforce: {auth_mode: client_credentials, login_url: "https://sfproxy.corp.example/j", client_id: ck, client_secret_file: /s}, sources: {eventlogfile: {event_types: [API]}}}
   - {name: e, salesforce: {auth_mode: none}, sources: {synthetic: {rate: 5}}}
   - {name: f, salesforce: {auth_mode: none}, sources: {synthetic: {rate: 5}}}
 `, nil},
