@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -116,7 +115,7 @@ func (c *Config) checkServiceTelemetry(add func(path, format string, args ...any
 				"or auth: none", missing(a))
 		} else if w := a.FallbackWarning(); w != "" {
 			warnings = append(warnings, w)
-			if u, err := url.Parse(t.Endpoint); err == nil && strings.HasPrefix(a.TokenFrom, "sink.loki.") && u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+			if u, err := url.Parse(t.Endpoint); err == nil && strings.HasPrefix(a.TokenFrom, "sink.loki.") && u.Scheme == "http" && !loopback(u.Hostname()) {
 				add(p+"endpoint", "%s is plain http to another host, and the push would send %s (Loki's token) there in clear text: "+
 					"use https, or set service.telemetry.basic_auth_token_file for this endpoint, or auth: none", u.Redacted(), a.TokenFrom)
 			}
@@ -195,14 +194,4 @@ func takeResourceAttributes(raw map[string]any) (map[string]string, []Problem) {
 		}
 	}
 	return out, problems
-}
-
-// loopbackHost reports whether host names this machine (localhost or a
-// loopback address).
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -22,7 +22,7 @@ import (
 // loopback reports whether host is this machine (a local proxy or a test).
 func loopback(host string) bool {
 	ip := net.ParseIP(host)
-	return host == "localhost" || (ip != nil && ip.IsLoopback())
+	return strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback())
 }
 
 var apiVersion = regexp.MustCompile(`^[0-9]{2,3}\.0$`)
