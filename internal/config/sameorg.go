@@ -101,8 +101,9 @@ func orgID15(id string) (string, bool) {
 type sameOrg struct {
 	ids    []identity
 	groups [][]int // two or more entries of one org, in list order
-	// conflicts are pairs (earlier, later) that share a key yet set
-	// different org ids: one of them is wrong, and they are not joined.
+	// conflicts, by group, is a pair (earlier, later) of its entries that
+	// set different org ids, or {-1, -1}: a group joined by a shared key
+	// yet holding two org ids has a wrong setting.
 	conflicts [][2]int
 }
 
@@ -125,10 +126,6 @@ func (c *Config) sameOrgs() sameOrg {
 			if _, ok := s.shared(j, i); !ok {
 				continue
 			}
-			if a, b := s.ids[j].orgID, s.ids[i].orgID; a != "" && b != "" && a != b {
-				s.conflicts = append(s.conflicts, [2]int{j, i})
-				continue
-			}
 			if a, b := find(j), find(i); a != b {
 				parent[max(a, b)] = min(a, b)
 			}
@@ -140,10 +137,23 @@ func (c *Config) sameOrgs() sameOrg {
 	}
 	for i := range c.Orgs {
 		if g := byRoot[i]; len(g) > 1 {
-			s.groups = append(s.groups, g)
+			s.groups, s.conflicts = append(s.groups, g), append(s.conflicts, s.conflict(g))
 		}
 	}
 	return s
+}
+
+// conflict is the first pair of group's entries that set different org
+// ids, or {-1, -1}.
+func (s sameOrg) conflict(group []int) [2]int {
+	for k, i := range group {
+		for _, j := range group[:k] {
+			if a, b := s.ids[j].orgID, s.ids[i].orgID; a != "" && b != "" && a != b {
+				return [2]int{j, i}
+			}
+		}
+	}
+	return [2]int{-1, -1}
 }
 
 // shared is the first key entries j and i share, as j shows it.
@@ -218,16 +228,17 @@ func listedNames(i int, src Sources) []listed {
 // sources.allow_overlap; a "*" where no registry skips the other entries'
 // names (allow_overlap) or where the other entry's "*" discovers at the
 // same time; the Apex debug logs of one user in two entries. Entries that
-// share a key but set different org ids are refused as contradictory.
+// are one org by a shared key, directly or through other entries, yet set
+// different org ids are refused as contradictory, and nothing else is
+// checked among them.
 func (c *Config) checkSameOrg(add func(path, format string, args ...any)) {
 	s := c.sameOrgs()
-	for _, p := range s.conflicts {
-		j, i := p[0], p[1]
-		shown, _ := s.shared(j, i)
-		add(fmt.Sprintf("orgs[%d].salesforce.org_id", i), "%q is another org than orgs[%d] %q's %q, yet both name %s, which belongs to one org; "+
-			"correct the org_id or the login settings", c.Orgs[i].Salesforce.OrgID, j, c.Orgs[j].Name, c.Orgs[j].Salesforce.OrgID, shown)
-	}
-	for _, group := range s.groups {
+	for g, group := range s.groups {
+		if j, i := s.conflicts[g][0], s.conflicts[g][1]; j >= 0 {
+			add(fmt.Sprintf("orgs[%d].salesforce.org_id", i), "%q is another org than orgs[%d] %q's %q, yet the login settings make them one org (%s); "+
+				"correct the org_id, the username or the login_url", c.Orgs[i].Salesforce.OrgID, j, c.Orgs[j].Name, c.Orgs[j].Salesforce.OrgID, s.why(c, group, j, i))
+			continue
+		}
 		same := func(j, i int) string {
 			return fmt.Sprintf("orgs[%d] %q, the same Salesforce org (%s)", j, c.Orgs[j].Name, s.why(c, group, j, i))
 		}
@@ -273,13 +284,13 @@ func (c *Config) bothAllowOverlap(j, i int) bool {
 
 // checkSameOrgWildcards refuses the "*"s no registry keeps apart from the
 // other entries of the org. A "*" skips the categories the other entries
-// list (Config.OrgSiblings), and every name a "*" discovers has one (an
-// EventLogFile type, an /event/...EventStream topic), so what is left:
-// "*" on one source in two entries (each ships what both discover); "*"
-// on two sources in two entries (neither knows what the other claims)
-// unless both allow_overlap; and a "*" with allow_overlap (no registry),
-// beside another entry's names on its source, or its categorised names on
-// another source unless that entry allows the overlap too.
+// list (Config.OrgSiblings), so what is left: "*" on one source in two
+// entries (each ships what both discover); "*" on two sources in two
+// entries (neither knows what the other claims) unless both allow_overlap;
+// another entry's name a "*" may discover that has no category; and a "*"
+// with allow_overlap (no registry) beside another entry's names it may
+// discover, or its categorised names on another source unless that entry
+// allows the overlap too. Include and exclude filters are not considered.
 func (c *Config) checkSameOrgWildcards(names []listed, same func(j, i int) string, add func(path, format string, args ...any)) {
 	var stars []listed
 	for _, l := range names {
@@ -300,15 +311,17 @@ func (c *Config) checkSameOrgWildcards(names []listed, same func(j, i int) strin
 					e.source, same(e.entry, w.entry))
 			}
 		}
-		if !c.Orgs[w.entry].Sources.AllowOverlap {
-			continue
-		}
 		for _, l := range names {
 			_, categorised := domain.Category(l.source, l.name)
 			switch {
 			case l.entry == w.entry || l.name == "*":
 				continue
-			case l.source == w.source:
+			case l.source == w.source && discoverable(l.source, l.name) && !categorised:
+				add(path, `"*" ships %q too, which %s lists and which has no event category to skip it by: both shards would ship it; `+
+					"list it in one entry only", l.name, same(l.entry, w.entry))
+			case !c.Orgs[w.entry].Sources.AllowOverlap:
+				continue
+			case l.source == w.source && discoverable(l.source, l.name):
 				add(path, `"*" with sources.allow_overlap ships every %s name, also %q that %s lists: both shards would ship it; `+
 					"leave allow_overlap out here (the \"*\" then skips the other entry's names)", w.source, l.name, same(l.entry, w.entry))
 			case categorised && !c.Orgs[l.entry].Sources.AllowOverlap:
@@ -320,6 +333,16 @@ func (c *Config) checkSameOrgWildcards(names []listed, same func(j, i int) strin
 			break
 		}
 	}
+}
+
+// discoverable reports whether a "*" on source may list name: every
+// EventLogFile type; a Pub/Sub "*" lists the /event/...EventStream topics
+// only.
+func discoverable(source, name string) bool {
+	if source == domain.SourcePubSub {
+		return strings.HasPrefix(name, "/event/") && strings.HasSuffix(name, "EventStream")
+	}
+	return source == domain.SourceEventLogFile
 }
 
 // checkSameOrgApexLogs refuses the debug logs of one user (or all users)

@@ -39,12 +39,20 @@ func TestOneOrgUnderTwoNamesShipsEachEventOnce(t *testing.T) {
 			`orgs[1].sources.eventlogfile.event_types: "*" here and in orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com"): both shards would ship every eventlogfile name`},
 		"a star with allow_overlap beside the other entry's names on its source": {two(`{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`, `{allow_overlap: true, eventlogfile: {event_types: [API]}}`),
 			`orgs[0].sources.eventlogfile.event_types: "*" with sources.allow_overlap ships every eventlogfile name, also "API" that orgs[1] "prod-elf"`},
+		"a star beside a stream without a category": {two(`{pubsub: {topics: ["*"]}}`, "{pubsub: {topics: [/event/ns__AuditEventStream]}}"),
+			`orgs[0].sources.pubsub.topics: "*" ships "/event/ns__AuditEventStream" too, which orgs[1] "prod-elf", the same Salesforce org (salesforce.username "integration@acme.com") lists and which has no event category to skip it by`},
 		"a star with allow_overlap beside a category the other entry does not allow": {two(`{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`, `{pubsub: {topics: [/event/LoginEventStream]}}`),
 			`orgs[0].sources.eventlogfile.event_types: "*" with sources.allow_overlap skips no category, also not that of "/event/LoginEventStream" that orgs[1] "prod-elf"`},
 		"contradicting org ids": {orgsSink + "orgs:\n" +
 			"  - {name: a, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u1, private_key_file: /k, org_id: 00D5e000000AAAA}}\n" +
 			"  - {name: b, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u1, private_key_file: /k, org_id: 00D5e000000BBBB}}\n",
-			`orgs[1].salesforce.org_id: "00D5e000000BBBB" is another org than orgs[0] "a"'s "00D5e000000AAAA", yet both name salesforce.username "u1", which belongs to one org`},
+			`orgs[1].salesforce.org_id: "00D5e000000BBBB" is another org than orgs[0] "a"'s "00D5e000000AAAA", yet the login settings make them one org (salesforce.username "u1"); correct the org_id, the username or the login_url`},
+		// b and c set different org ids and are joined only through a.
+		"contradicting org ids through a third entry": {orgsSink + "orgs:\n" +
+			"  - {name: a, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u1, login_url: https://acme.my.salesforce.com, private_key_file: /k}}\n" +
+			"  - {name: b, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u1, private_key_file: /k, org_id: 00D5e000000AAAA}, sources: {eventlogfile: {event_types: [API]}}}\n" +
+			"  - {name: c, salesforce: {auth_mode: client_credentials, login_url: https://acme.my.salesforce.com, client_id: ck, client_secret_file: /s, org_id: 00D5e000000BBBB}, sources: {eventlogfile: {event_types: [API]}}}\n",
+			`orgs[2].salesforce.org_id: "00D5e000000BBBB" is another org than orgs[1] "b"'s "00D5e000000AAAA", yet the login settings make them one org (through orgs[0] "a")`},
 		"debug logs of every user twice": {two("{apexlog: {enabled: true}}", "{apexlog: {enabled: true, users: [a@acme.com]}}"),
 			`orgs[1].sources.apexlog: enabled in orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com") too, for users that overlap`},
 		"debug logs of one user twice": {two("{apexlog: {enabled: true, users: [A@acme.com]}}", "{apexlog: {enabled: true, users: [b@acme.com, a@acme.com]}}"),
@@ -106,6 +114,9 @@ func TestOrgsThatAreNotOneOrgTwiceLoad(t *testing.T) {
 			map[string][]string{"elf": {"api", "rt"}, "api": {"elf", "rt"}, "rt": {"elf", "api"}}},
 		"a Pub/Sub star beside change events": {orgsSink + "orgs:\n" +
 			entry("rt", user, `{pubsub: {topics: ["*"]}}`) + entry("cdc", user, "{pubsub: {topics: [/data/AccountChangeEvent, /event/Order__e]}}"),
+			map[string][]string{"rt": {"cdc"}, "cdc": {"rt"}}},
+		"a star with allow_overlap beside topics it never lists": {orgsSink + "orgs:\n" +
+			entry("rt", user, `{allow_overlap: true, pubsub: {topics: ["*"]}}`) + entry("cdc", user, "{pubsub: {topics: [/data/AccountChangeEvent, /event/Order__e]}}"),
 			map[string][]string{"rt": {"cdc"}, "cdc": {"rt"}}},
 		"stars on two sources, both allowing overlap": {orgsSink + "orgs:\n" +
 			entry("rt", user, `{allow_overlap: true, pubsub: {topics: ["*"]}}`) + entry("elf", user, `{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`),
