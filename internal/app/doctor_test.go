@@ -425,7 +425,7 @@ func TestDoctorPubSubTopics(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(topics string) string {
 		return writeConfig(t, fmt.Sprintf(`state: {file: {path: %s/s.json}}
-salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: x, org_id: 00DORG}
+salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: x, org_id: 00D000000000001}
 sources: {pubsub: {topics: %s, endpoint: %q, plaintext: true}}
 sink: {loki: {url: %s/push}}
 `, dir, web.URL, topics, ps.Addr, web.URL))

@@ -51,7 +51,7 @@ type Salesforce struct {
 	ClientSecretFile string        `yaml:"client_secret_file" mapstructure:"client_secret_file" default:"" doc:"A file holding client_secret; read at start, trimmed. A blank file is a missing secret."`
 	APIVersion       string        `yaml:"api_version" mapstructure:"api_version" default:"60.0" doc:"The REST API version, like 60.0."`
 	JWTAudienceURL   string        `yaml:"jwt_audience" mapstructure:"jwt_audience" default:"" format:"url" doc:"The JWT bearer assertion's audience. Blank: https://test.salesforce.com for environment sandbox (or a *.sandbox.my.salesforce.com login_url), else https://login.salesforce.com, whatever host login_url names (Salesforce refuses a My Domain host as the audience). Set it only for an Experience Cloud site (its URL)."`
-	OrgID            string        `yaml:"org_id" mapstructure:"org_id" default:"" doc:"The 18-character org id; blank asks /services/oauth2/userinfo once."`
+	OrgID            string        `yaml:"org_id" mapstructure:"org_id" default:"" doc:"The 18-character org id (15 characters are accepted); blank asks /services/oauth2/userinfo once."`
 	TokenTTL         time.Duration `yaml:"token_ttl" mapstructure:"token_ttl" default:"2h" min:"2m" max:"24h" doc:"How long a token is trusted (the org's session timeout); it is re-minted 60s before, and at once on a 401."`
 	Limits           OrgLimits     `yaml:"limits" mapstructure:"limits" doc:"The org's limits (the REST limits resource) as gauges: sf2loki_salesforce_limit_max and sf2loki_salesforce_limit_remaining{limit}, read by the shard's leader while a Salesforce source is enabled."`
 }

@@ -318,15 +318,15 @@ func (c *Config) checkSameOrgWildcards(names []listed, same func(j, i int) strin
 				continue
 			case l.source == w.source && discoverable(l.source, l.name) && !categorised:
 				add(path, `"*" ships %q too, which %s lists and which has no event category to skip it by: both shards would ship it; `+
-					"list it in one entry only", l.name, same(l.entry, w.entry))
+					`drop it from orgs[%d] (this "*" ships it), or list this entry's names instead of "*"`, l.name, same(l.entry, w.entry), l.entry)
 			case !c.Orgs[w.entry].Sources.AllowOverlap:
 				continue
 			case l.source == w.source && discoverable(l.source, l.name):
 				add(path, `"*" with sources.allow_overlap ships every %s name, also %q that %s lists: both shards would ship it; `+
-					"leave allow_overlap out here (the \"*\" then skips the other entry's names)", w.source, l.name, same(l.entry, w.entry))
+					"leave allow_overlap out here (the \"*\" then skips the other entry's names), or list this source's names instead of \"*\"", w.source, l.name, same(l.entry, w.entry))
 			case categorised && !c.Orgs[l.entry].Sources.AllowOverlap:
 				add(path, `"*" with sources.allow_overlap skips no category, also not that of %q that %s lists as %s: both shards would ship it; `+
-					"leave allow_overlap out here, or set it in that entry too", l.name, same(l.entry, w.entry), l.key)
+					"leave allow_overlap out here, set it in that entry too, or list this source's names instead of \"*\"", l.name, same(l.entry, w.entry), l.key)
 			default:
 				continue
 			}

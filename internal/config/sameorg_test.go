@@ -35,7 +35,7 @@ func TestOneOrgUnderTwoNamesShipsEachEventOnce(t *testing.T) {
 			`orgs[1].sources.eventlogfile.event_types: "Login" is the login category, which orgs[0] "prod-rt"`},
 		"stars on two sources in two entries": {two(`{pubsub: {topics: ["*"]}}`, `{eventlogfile: {event_types: ["*"]}}`),
 			`orgs[1].sources.eventlogfile.event_types: "*" here and a pubsub "*" in orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com"): neither shard knows what the other discovers`},
-		"stars on one source in two entries, allow_overlap or not": {two(`{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`, `{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`),
+		"stars on one source in two entries, even with allow_overlap": {two(`{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`, `{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`),
 			`orgs[1].sources.eventlogfile.event_types: "*" here and in orgs[0] "prod-rt", the same Salesforce org (salesforce.username "integration@acme.com"): both shards would ship every eventlogfile name`},
 		"a star with allow_overlap beside the other entry's names on its source": {two(`{allow_overlap: true, eventlogfile: {event_types: ["*"]}}`, `{allow_overlap: true, eventlogfile: {event_types: [API]}}`),
 			`orgs[0].sources.eventlogfile.event_types: "*" with sources.allow_overlap ships every eventlogfile name, also "API" that orgs[1] "prod-elf"`},
@@ -174,5 +174,16 @@ func TestASiblingsSourcesAreACopy(t *testing.T) {
 	shards[1].OrgSiblings[0].Sources.PubSub.Topics[0] = "changed"
 	if cfg.Orgs[0].Sources.PubSub.Topics[0] != "/event/LoginEventStream" || shards[0].Sources.PubSub.Topics[0] != "/event/LoginEventStream" {
 		t.Fatal("a sibling's sources share their lists with the org's")
+	}
+}
+
+// An org id that is not one is refused, rather than left out of the
+// identity that groups the entries of one org.
+func TestAMalformedOrgIDIsRefused(t *testing.T) {
+	for _, id := range []string{"00D5e000000AbC", "00D5e000000AbCdEA", "00D5e000000AbCdEA9", "00D5e000000-bCd"} {
+		yaml := orgsSink + "orgs:\n  - {name: a, salesforce: {auth_mode: none, org_id: " + id + "}, sources: {synthetic: {rate: 5}}}\n"
+		if msg := problems(t, yaml); !strings.Contains(msg, `orgs[0].salesforce.org_id: "`+id+`" is not an org id: 18 letters and digits`) {
+			t.Errorf("%s: %s", id, msg)
+		}
 	}
 }

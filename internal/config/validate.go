@@ -209,6 +209,12 @@ func (c *Config) orgSections() []orgSection {
 // validateOrg checks one org's connection and sources.
 func (c *Config) validateOrg(o orgSection, add, addOnce func(path, format string, args ...any), requiredFor func(path, value, what string)) {
 	p := o.prefix
+	if id := strings.TrimSpace(o.sf.OrgID); id != "" {
+		if _, ok := orgID15(id); !ok {
+			add(p+"salesforce.org_id", "%q is not an org id: 18 letters and digits (or the 15 Setup > Company Information shows); "+
+				"correct it, or leave it blank to ask /services/oauth2/userinfo", o.sf.OrgID)
+		}
+	}
 	if sf := o.sf; sf.AuthMode != "none" {
 		mode := p + "salesforce.auth_mode is " + sf.AuthMode
 		requiredFor(p+"salesforce.client_id", strings.TrimSpace(sf.ClientID), mode)
