@@ -80,7 +80,7 @@ func orgsConfig(t *testing.T, dir, lokiURL string, orgs ...string) *config.Confi
 	t.Helper()
 	var b strings.Builder
 	for _, o := range orgs {
-		fmt.Fprintf(&b, "  - name: %s\n    salesforce: {org_id: 00D00000000000%sAA}\n    sources: {synthetic: {rate: 50}}\n", o, strings.ToUpper(o[:1]))
+		fmt.Fprintf(&b, "  - name: %s\n    salesforce: {org_id: 00D00000000000%sAAA}\n    sources: {synthetic: {rate: 50}}\n", o, strings.ToUpper(o[:1]))
 	}
 	path := filepath.Join(t.TempDir(), "c.yaml")
 	yaml := fmt.Sprintf(`coordinate: {type: noop}
