@@ -2,6 +2,7 @@ package loki
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"maps"
 	"net/http"
@@ -22,6 +23,32 @@ func checkHeaders(cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// setAuth sets the tenant and the credentials of a push, as Promtail's and
+// Grafana Alloy's Loki clients do: the tenant is X-Scope-OrgID whenever one
+// is set, whatever the credentials; a token is basic auth with the
+// basic-auth user, else a bearer token.
+func setAuth(h http.Header, cfg Config) {
+	if cfg.TenantID != "" {
+		h.Set("X-Scope-OrgID", cfg.TenantID)
+	}
+	switch user := cfg.basicAuthUser(); {
+	case cfg.AuthToken != "" && user != "":
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+cfg.AuthToken)))
+	case cfg.AuthToken != "":
+		h.Set("Authorization", "Bearer "+cfg.AuthToken)
+	}
+}
+
+// basicAuthUser is the user a token is sent with: BasicAuthUser, else the
+// tenant (Grafana Cloud's shorthand, where the Loki user is the tenant; the
+// tenant is still sent as X-Scope-OrgID, so it is never lost).
+func (cfg Config) basicAuthUser() string {
+	if cfg.BasicAuthUser != "" {
+		return cfg.BasicAuthUser
+	}
+	return cfg.TenantID
 }
 
 // reservedByClient are headers the HTTP client sets from the request

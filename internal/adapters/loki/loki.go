@@ -9,7 +9,6 @@ package loki
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/lograte"
 	"github.com/sf2loki/sf2loki/internal/adapters/redact"
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -49,11 +49,11 @@ const (
 type Config struct {
 	// URL is the push endpoint, e.g. http://loki:3100/loki/api/v1/push.
 	URL string
-	// TenantID is sent as X-Scope-OrgID (or as the basic-auth user with a
-	// token).
+	// TenantID is sent as X-Scope-OrgID on every push (and is the
+	// basic-auth user of AuthToken when BasicAuthUser is blank).
 	TenantID string
-	// AuthToken, with BasicAuthUser or TenantID, is sent as basic auth;
-	// alone, as a bearer token.
+	// AuthToken is sent as basic auth with BasicAuthUser (else TenantID);
+	// with neither, as a bearer token.
 	AuthToken     string
 	BasicAuthUser string
 	// Encoding is "protobuf" (snappy, default) or "json" (gzip).
@@ -286,8 +286,7 @@ func Secrets(cfg Config) (shownURL string, secrets []string) {
 		}
 	}
 	if cfg.AuthToken != "" {
-		user := cmp.Or(cfg.BasicAuthUser, cfg.TenantID)
-		secrets = append(secrets, cfg.AuthToken, base64.StdEncoding.EncodeToString([]byte(user+":"+cfg.AuthToken)))
+		secrets = append(secrets, cfg.AuthToken, base64.StdEncoding.EncodeToString([]byte(cfg.basicAuthUser()+":"+cfg.AuthToken)))
 	}
 	for _, v := range cfg.Headers {
 		secrets = append(secrets, v, strings.TrimPrefix(strings.TrimPrefix(v, "Bearer "), "Basic "))
@@ -671,6 +670,7 @@ func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, strin
 	if err != nil {
 		return 0, 0, "", err
 	}
+	req.Header.Set("User-Agent", buildinfo.UserAgent()) // sink.loki.headers may set another
 	for k, v := range s.cfg.Headers {
 		req.Header.Set(k, v)
 	}
@@ -683,18 +683,7 @@ func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, strin
 		req.Header.Set("Content-Type", "application/x-protobuf")
 		req.Header.Set("Content-Encoding", "snappy")
 	}
-	user := s.cfg.BasicAuthUser
-	if user == "" {
-		user = s.cfg.TenantID
-	}
-	switch {
-	case s.cfg.AuthToken != "" && user != "":
-		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+s.cfg.AuthToken)))
-	case s.cfg.AuthToken != "":
-		req.Header.Set("Authorization", "Bearer "+s.cfg.AuthToken)
-	case s.cfg.TenantID != "":
-		req.Header.Set("X-Scope-OrgID", s.cfg.TenantID)
-	}
+	setAuth(req.Header, s.cfg)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, 0, "", s.cfg.TLS.tlsHint(err)

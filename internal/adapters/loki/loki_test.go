@@ -3,6 +3,7 @@ package loki_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -440,26 +441,44 @@ func TestLineCapAndLabelAllowlist(t *testing.T) {
 	}
 }
 
+// TestAuthHeaders: the tenant is X-Scope-OrgID whenever it is set, as in
+// Promtail's and Alloy's clients (a token never drops it); a token is basic
+// auth with basic_auth_user, else with the tenant (Grafana Cloud's
+// shorthand), else a bearer token.
 func TestAuthHeaders(t *testing.T) {
 	rc := &receiver{}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
+	basic := func(user, pass string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+	}
 	for _, tc := range []struct {
-		cfg  func(*loki.Config)
-		want func(http.Header) bool
+		name                 string
+		tenant, token, user  string
+		wantAuth, wantTenant string
 	}{
-		{func(c *loki.Config) { c.AuthToken = "tok" }, func(h http.Header) bool { return h.Get("Authorization") == "Bearer tok" }},
-		{func(c *loki.Config) { c.AuthToken, c.TenantID = "tok", "acme" }, func(h http.Header) bool {
-			return strings.HasPrefix(h.Get("Authorization"), "Basic ") && h.Get("X-Scope-OrgID") == ""
-		}},
+		{"nothing", "", "", "", "", ""},
+		{"tenant only", "acme", "", "", "", "acme"},
+		{"token only: bearer", "", "tok", "", "Bearer tok", ""},
+		{"token and user", "", "tok", "alice", basic("alice", "tok"), ""},
+		{"tenant and token: the tenant is the user and still the tenant", "123456", "tok", "", basic("123456", "tok"), "123456"},
+		{"tenant, user and token: both sent", "team-a", "tok", "gateway", basic("gateway", "tok"), "team-a"},
+		{"user without a token: nothing to authenticate with", "acme", "", "alice", "", "acme"},
 	} {
-		rc.headers = nil
-		if err := newSink(t, srv.URL, tc.cfg).Push(t.Context(), batch(1)); err != nil {
-			t.Fatal(err)
-		}
-		if !tc.want(rc.headers[0]) {
-			t.Fatalf("headers %v", rc.headers[0])
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			rc.headers = nil
+			s := newSink(t, srv.URL, func(c *loki.Config) { c.TenantID, c.AuthToken, c.BasicAuthUser = tc.tenant, tc.token, tc.user })
+			if err := s.Push(t.Context(), batch(1)); err != nil {
+				t.Fatal(err)
+			}
+			h := rc.headers[0]
+			if got := h.Get("Authorization"); got != tc.wantAuth {
+				t.Errorf("Authorization %q, want %q", got, tc.wantAuth)
+			}
+			if got := h.Values("X-Scope-OrgID"); tc.wantTenant == "" && len(got) != 0 || tc.wantTenant != "" && (len(got) != 1 || got[0] != tc.wantTenant) {
+				t.Errorf("X-Scope-OrgID %q, want %q", got, tc.wantTenant)
+			}
+		})
 	}
 }
 
