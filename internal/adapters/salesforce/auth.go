@@ -10,6 +10,9 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/ecdh"
+	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -20,16 +23,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/redact"
+	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -212,7 +218,7 @@ func New(cfg Config) (*Auth, error) {
 			return nil, errors.New("salesforce: username is required for jwt_bearer")
 		}
 		if a.key, err = ParsePrivateKey(cfg.PrivateKeyPEM); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("salesforce: private_key %w", err)
 		}
 	case ClientCredentials:
 		if cfg.ClientSecret == "" {
@@ -323,47 +329,167 @@ func (a *Auth) snippet(b []byte, extra ...string) string {
 	return snippet([]byte(s))
 }
 
-// ParsePrivateKey reads an RSA key in PKCS#1 or PKCS#8 PEM.
+// KeyError says what a private key given for the JWT bearer flow is
+// instead of an unencrypted RSA private key, and what to do. Its text
+// continues a sentence naming the key ("salesforce.private_key_file
+// /etc/sf2loki/key.pem " + Error()) and never quotes the key. It unwraps to
+// domain.ErrInvalidConfig.
+type KeyError struct{ Problem string }
+
+func (e *KeyError) Error() string { return e.Problem }
+
+// Unwrap returns domain.ErrInvalidConfig.
+func (e *KeyError) Unwrap() error { return domain.ErrInvalidConfig }
+
+// NewKeyCommand is the openssl command that makes an RSA key and the
+// certificate to upload to the app (Salesforce's JWT bearer flow signs with
+// RS256, "SHA256 with RSA").
+const NewKeyCommand = "openssl req -x509 -newkey rsa:2048 -sha256 -days 730 -nodes -subj /CN=sf2loki -keyout sf2loki.key -out sf2loki.crt"
+
+const (
+	keyFix      = "give the private key file made with the certificate uploaded to the app (the -keyout file of openssl req)"
+	newKeyFix   = "make an RSA key and its certificate (" + NewKeyCommand + "), upload sf2loki.crt to the app (Use digital signatures) and give sf2loki.key"
+	decryptHint = "decrypt it into a new file (openssl pkey -in <key> -out <new key>, which asks for the passphrase) and give that file, readable only by sf2loki's user"
+)
+
+// ParsePrivateKey reads an unencrypted RSA key in PKCS#1 or PKCS#8 PEM.
+// Anything else is a *KeyError saying what was given (a certificate, a
+// public key, an EC key, an encrypted key, not PEM) and what to do.
 func ParsePrivateKey(pemBytes []byte) (*rsa.PrivateKey, error) {
-	block, _ := pem.Decode(pemBytes)
-	if block == nil {
-		return nil, errors.New("salesforce: private_key is not PEM (expected -----BEGIN PRIVATE KEY----- or -----BEGIN RSA PRIVATE KEY-----)")
+	var kinds []string
+	for rest := pemBytes; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if k, err := parseKeyBlock(block); k != nil || err != nil {
+			return k, err
+		}
+		kinds = append(kinds, block.Type)
 	}
-	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+	switch {
+	case len(kinds) == 0 && len(bytes.TrimSpace(pemBytes)) == 0:
+		return nil, &KeyError{"is empty: " + keyFix}
+	case len(kinds) == 0:
+		return nil, &KeyError{"is not a PEM private key (no -----BEGIN PRIVATE KEY----- or -----BEGIN RSA PRIVATE KEY----- line): " + keyFix}
+	case slices.Contains(kinds, "CERTIFICATE"):
+		return nil, &KeyError{"holds a certificate, not a private key: the certificate goes to the app in Salesforce, sf2loki needs its private key; " + keyFix}
+	case slices.Contains(kinds, "CERTIFICATE REQUEST") || slices.Contains(kinds, "NEW CERTIFICATE REQUEST"):
+		return nil, &KeyError{"holds a certificate signing request, not a private key: " + keyFix}
+	case slices.Contains(kinds, "PUBLIC KEY") || slices.Contains(kinds, "RSA PUBLIC KEY"):
+		return nil, &KeyError{"holds a public key, not a private key: " + keyFix}
+	case slices.Contains(kinds, "OPENSSH PRIVATE KEY"):
+		return nil, &KeyError{"is an OpenSSH private key: convert an RSA one to PEM (ssh-keygen -p -m PEM -f <a copy of the key>), or " + newKeyFix}
+	}
+	return nil, &KeyError{fmt.Sprintf("holds no private key (PEM blocks: %s): %s", strings.Join(kinds, ", "), keyFix)}
+}
+
+// parseKeyBlock reads one PEM block: the RSA key, a *KeyError for a
+// private key that cannot sign an RS256 JWT, or nil, nil for a block that
+// is not a private key.
+func parseKeyBlock(block *pem.Block) (*rsa.PrivateKey, error) {
+	notRSA := func(kind string) error {
+		return &KeyError{"is " + kind + " key; Salesforce's JWT bearer flow signs with RS256, which needs an RSA key: " + newKeyFix}
+	}
+	switch block.Type {
+	case "RSA PRIVATE KEY":
+		if block.Headers["Proc-Type"] != "" && strings.Contains(block.Headers["Proc-Type"], "ENCRYPTED") {
+			return nil, &KeyError{"is encrypted with a passphrase (Proc-Type: 4,ENCRYPTED), which sf2loki cannot ask for: " + decryptHint}
+		}
+		k, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, &KeyError{fmt.Sprintf("holds an RSA PRIVATE KEY block that does not parse (%v): %s", err, keyFix)}
+		}
 		return k, nil
+	case "ENCRYPTED PRIVATE KEY":
+		return nil, &KeyError{"is encrypted with a passphrase (ENCRYPTED PRIVATE KEY, PKCS#8), which sf2loki cannot ask for: " + decryptHint}
+	case "EC PRIVATE KEY":
+		return nil, notRSA("an EC (ECDSA)")
+	case "DSA PRIVATE KEY":
+		return nil, notRSA("a DSA")
+	case "PRIVATE KEY":
+		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			if k1, err1 := x509.ParsePKCS1PrivateKey(block.Bytes); err1 == nil {
+				return k1, nil // PKCS#1 under a PKCS#8 label, as some tools write it
+			}
+			return nil, &KeyError{fmt.Sprintf("holds a PRIVATE KEY block that does not parse (%v): %s", err, keyFix)}
+		}
+		switch k := k.(type) {
+		case *rsa.PrivateKey:
+			return k, nil
+		case *ecdsa.PrivateKey:
+			return nil, notRSA("an EC (ECDSA)")
+		case ed25519.PrivateKey:
+			return nil, notRSA("an Ed25519")
+		case *ecdh.PrivateKey:
+			return nil, notRSA("an X25519")
+		default:
+			return nil, notRSA(fmt.Sprintf("a %T", k))
+		}
 	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("salesforce: private_key: %w", err)
-	}
-	rk, ok := k.(*rsa.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("salesforce: private_key is a %T; the JWT bearer flow needs RSA (RS256)", k)
-	}
-	return rk, nil
+	return nil, nil
 }
 
 // LoadSecret returns value, or the trimmed contents of file when value is
 // empty. A blank secret is missing, whichever way it came (what names the
-// setting in the error).
+// setting in the error). A private_key is also parsed: a file that holds
+// something else (a certificate, an EC or an encrypted key) is a
+// *KeyError naming the file.
 func LoadSecret(what, value, file string) (string, error) {
+	from := what
 	if value == "" && file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return "", fmt.Errorf("salesforce: %s_file: %w", what, err)
+			return "", fmt.Errorf("salesforce: %s_file %s %s (%w)", what, file, FileProblem(err), bareErr(err))
 		}
 		value = string(b)
 		if strings.TrimSpace(value) == "" {
 			return "", fmt.Errorf("salesforce: %s_file %s is empty: a blank secret is a missing secret", what, file)
 		}
+		from = what + "_file " + file
 	}
 	if strings.TrimSpace(value) == "" {
 		return "", fmt.Errorf("salesforce: %s is missing: set %s or %s_file", what, what, what)
 	}
 	if what == "private_key" {
+		if _, err := ParsePrivateKey([]byte(value)); err != nil {
+			return "", fmt.Errorf("salesforce: %s %w", from, err)
+		}
 		return strings.TrimSpace(value) + "\n", nil
 	}
 	return strings.TrimSpace(value), nil
+}
+
+// FileProblem says in words why a file the configuration names could not
+// be read, and what to do: it continues "<key> <path> ".
+func FileProblem(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "does not exist: correct the path, or put the file there (a relative path in the configuration file is read from that file's directory)"
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Sprintf("cannot be read by this process (uid %d): make it readable by sf2loki's user (chown, or the pod's fsGroup), keeping it unreadable by others", os.Getuid())
+	case isDirErr(err):
+		return "is a directory, not a file: give the file in it"
+	}
+	return "cannot be read"
+}
+
+// bareErr is a *fs.PathError's cause, without the operation and path the
+// message already gives.
+func bareErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// isDirErr reports a read of a directory (EISDIR on Unix).
+func isDirErr(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "is a directory")
 }
 
 // Token returns a valid token, minting one when the cache is empty or
