@@ -16,9 +16,9 @@ mkdir -p "$DEMO"
 cat > "$DEMO/sf2loki.yaml" <<YAML
 coordinate:
   type: file_lease
-  file_lease: {path: $DEMO/leader.lease, ttl: 6s, renew_interval: 2s}
+  file_lease: {path: leader.lease, ttl: 6s, renew_interval: 2s}
 state:
-  file: {path: $DEMO/state.json}
+  file: {path: state.json}
 sources:
   synthetic: {rate: 20}
 sink:

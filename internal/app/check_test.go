@@ -148,7 +148,8 @@ func TestCheckExitsTwoOnWhatRunCannotSurvive(t *testing.T) {
 				"state: {store: s3, s3: {bucket: b, key: k, region: r, endpoint_url: 'http://minio:9000/'}}\n",
 			"coordinate.s3_lease.key: the lease and the checkpoint document are the same object"},
 		"lease and state through a relative path": {
-			fmt.Sprintf("coordinate: {type: file_lease, file_lease: {path: state.json}}\nstate: {file: {path: %s/state.json}}\n", dir),
+			// Both relative to the configuration file's directory.
+			"coordinate: {type: file_lease, file_lease: {path: ./sub/../state.json}}\nstate: {file: {path: state.json}}\n",
 			"coordinate.file_lease.path: the lease and the checkpoint document are the same object"},
 		"nanosecond ttl": {"coordinate: {type: file_lease, file_lease: {path: l, ttl: 30, renew_interval: 10}}\nstate: {file: {path: s}}\n",
 			"coordinate.file_lease.ttl: 30 has no unit; write 30s"},

@@ -128,7 +128,7 @@ func TestCheckRefusesLokiTLSAndHeaderMistakes(t *testing.T) {
 	}
 	const https = "https://loki.example/loki/api/v1/push"
 	for name, tc := range map[string]struct{ yaml, want string }{
-		"ca_file unreadable": {sink(https, "tls: {ca_file: "+missing+"}"), "sink.loki.tls.ca_file: cannot read " + missing},
+		"ca_file unreadable": {sink(https, "tls: {ca_file: "+missing+"}"), "sink.loki.tls.ca_file: " + missing + " does not exist"},
 		"ca_file a key":      {sink(https, "tls: {ca_file: "+client.KeyFile+"}"), "sink.loki.tls.ca_file " + client.KeyFile + " holds no PEM certificate"},
 		"key of another certificate": {sink(https, "tls: {cert_file: "+client.CertFile+", key_file: "+ca.Server(t, "s", "x").KeyFile+"}"),
 			"are not a certificate and its private key"},

@@ -52,7 +52,7 @@ func newRunCommand() *cobra.Command {
 		Short: "Run the daemon",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd, path, dryRunOptions(dryRun)...)
+			cfg, err := loadConfig(cmd, path, append(dryRunOptions(dryRun), config.CheckFiles())...)
 			if err != nil {
 				return err
 			}
@@ -112,7 +112,7 @@ func newCheckCommand() *cobra.Command {
 			"request, taking a lock, creating a file or listening. Exit 0 when valid, 2 with every problem when not.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd, path)
+			cfg, err := loadConfig(cmd, path, config.CheckFiles())
 			if err != nil {
 				return err
 			}

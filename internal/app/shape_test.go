@@ -143,7 +143,7 @@ func TestCheckBuildsTheTransforms(t *testing.T) {
 	cfg := "state: {file: {path: " + filepath.Join(dir, "state.json") + "}}\nsink: {loki: {url: http://127.0.0.1:9/loki/api/v1/push}}\n" +
 		"sources: {transform_salt_file: " + filepath.Join(dir, "absent") + ", synthetic: {rate: 1, transforms: [{action: hash, fields: [UserId]}]}}\n"
 	out, err := runCommand(t, "check", "--config", writeConfig(t, cfg))
-	if err == nil || !strings.Contains(out, "sources.transform_salt_file: open") {
+	if err == nil || !strings.Contains(out, "sources.transform_salt_file: "+filepath.Join(dir, "absent")+" does not exist") {
 		t.Fatalf("check passed with an unreadable salt file: %v\n%s", err, out)
 	}
 	out, err = runCommand(t, "check", "--config", writeConfig(t, strings.Replace(cfg, "transform_salt_file: "+filepath.Join(dir, "absent")+", ", "", 1)))

@@ -181,7 +181,9 @@ func TestCheckRefusesWhatRunCannotSurvive(t *testing.T) {
 			if name == "synthetic rate from env" {
 				t.Setenv("SF2LOKI_SOURCES__SYNTHETIC__RATE", "abc")
 			}
-			if msg := problems(t, tc.yaml); !strings.Contains(msg, tc.want) {
+			// The configuration file sits in the working directory: its
+			// relative paths mean the same against either.
+			if msg := problemsIn(t, dir, tc.yaml); !strings.Contains(msg, tc.want) {
 				t.Fatalf("want %q in:\n%s", tc.want, msg)
 			}
 		})

@@ -29,6 +29,9 @@ type Config struct {
 	// OrgSiblings are the other orgs entries of this shard's Salesforce org
 	// (one org listed under several names): set by Shards. Never loaded.
 	OrgSiblings []OrgSibling `yaml:"-" mapstructure:"-"`
+	// checkFiles makes Load read the files the configuration names
+	// (CheckFiles). Never loaded.
+	checkFiles bool `yaml:"-" mapstructure:"-"`
 }
 
 // Org is one entry of orgs: a Salesforce org and what to ingest from it.

@@ -28,7 +28,9 @@ func Example() string {
 # named sf2loki) are ignored. ${NAME} inside a value is replaced by the
 # environment variable NAME (an unset variable is an error). Durations are
 # written with a unit, like 30s, 1h30m or 500ms (a bare number other than 0 is
-# an error).
+# an error). A relative file path (private_key_file, state.file.path, …) is
+# resolved against this file's directory; set by an environment variable, against
+# the working directory.
 `)
 	fields := Schema()
 	for i, f := range fields {
@@ -162,6 +164,15 @@ Durations are written with a unit: ` + "`30s`" + `, ` + "`1h30m`" + `, ` + "`500
 error (` + "`ttl: 30`" + ` would be 30 nanoseconds). Numbers and durations must lie in the range their
 description gives ("Allowed: …"), and URLs and addresses are parsed when the configuration is
 loaded, so ` + "`sf2loki check`" + ` refuses what ` + "`sf2loki run`" + ` could not run with.
+
+A relative file path in the YAML file (` + "`private_key_file`" + `, the other ` + "`*_file`" + ` keys,
+` + "`kubeconfig`" + `, ` + "`service_file`" + `, the lease and checkpoint files' ` + "`path`" + `) is resolved against the directory of
+that file, as Prometheus does; one set by an ` + "`SF2LOKI_*`" + ` variable is relative to the working
+directory, like a command-line flag. A relative path that exists, or whose directory exists, only
+under the working directory (as older releases read it) is still used there, with a warning naming
+the path to write instead. ` + "`sf2loki check`" + ` and ` + "`sf2loki run`" + ` read every file the configuration names
+before anything else starts, and report a missing, unreadable or empty one with every other
+problem ([operations.md](operations.md#files-the-configuration-names)).
 `)
 	open := false
 	mirrored := "" // the section whose keys another section documents

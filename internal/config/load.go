@@ -133,6 +133,7 @@ func Load(path string, opts ...Option) (*Config, []string, error) {
 	} else {
 		restoreShapeKeys(cfg, cased)
 		cfg.Service.Telemetry.ResourceAttributes = attrs
+		warnings = append(warnings, cfg.resolvePaths(path)...)
 		// Report every problem at once: validation runs even when keys were
 		// unknown or values malformed (those were replaced by their
 		// defaults above).
@@ -142,6 +143,7 @@ func Load(path string, opts ...Option) (*Config, []string, error) {
 		w, vp := cfg.Validate()
 		warnings = append(warnings, w...)
 		problems = append(problems, vp...)
+		problems = append(problems, cfg.fileProblems()...)
 	}
 	if len(problems) > 0 {
 		return nil, nil, &Error{Source: src, Problems: problems}

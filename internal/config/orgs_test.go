@@ -281,6 +281,12 @@ func TestShardNames(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
+			if name == "relative files" {
+				// Set from the environment, a relative path stays relative
+				// (to the working directory), and so do the shards' paths.
+				t.Setenv("SF2LOKI_COORDINATE__FILE_LEASE__PATH", "leader.lease")
+				t.Setenv("SF2LOKI_STATE__FILE__PATH", "ha/state.json")
+			}
 			// The single-org form: the configuration itself, unchanged.
 			single, _, err := config.Load(write(t, tc.yaml))
 			if err != nil {
@@ -448,12 +454,12 @@ func TestShardObjectsMustNotAlias(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			if tc.want == "" {
-				if _, _, err := config.Load(write(t, tc.yaml)); err != nil {
+				if _, _, err := config.Load(writeIn(t, dir, tc.yaml)); err != nil {
 					t.Fatal(err)
 				}
 				return
 			}
-			if msg := problems(t, tc.yaml); !strings.Contains(msg, tc.want) {
+			if msg := problemsIn(t, dir, tc.yaml); !strings.Contains(msg, tc.want) {
 				t.Fatalf("want %q in:\n%s", tc.want, msg)
 			}
 		})
