@@ -233,10 +233,22 @@ func (c *Config) validateOrg(o orgSection, add, addOnce func(path, format string
 				add(p+"salesforce.login_url", "required when %s: the org's My Domain URL (https://<name>.my.salesforce.com)", mode)
 			}
 		}
-		if u, err := url.Parse(sf.SalesforceLoginURL()); err != nil || u.Host == "" || (u.Scheme != "https" && !loopback(u.Hostname())) {
+		if u, err := url.Parse(sf.SalesforceLoginURL()); err != nil || u.Host == "" {
 			addOnce(p+"salesforce.login_url", "%q is not an https URL (plain http only to a loopback address)", sf.LoginURL)
+		} else if what, use := salesforce.NotALoginHost(u.Hostname()); what != "" {
+			addOnce(p+"salesforce.login_url", "%s is %s, which has no OAuth token endpoint: use the org's My Domain login URL, %s "+
+				"(Setup > My Domain; a sandbox's ends in .sandbox.my.salesforce.com)", sf.LoginURL, what, use)
+		} else if u.Scheme != "https" && !loopback(u.Hostname()) {
+			addOnce(p+"salesforce.login_url", "%s is plain %s: Salesforce takes the token request (the key's assertion or the client secret) over https only; "+
+				"write https://%s (plain http is allowed only to a loopback address, for a local test server)", sf.LoginURL, u.Scheme, u.Host)
 		} else if h := strings.ToLower(u.Hostname()); sf.AuthMode == "client_credentials" && salesforce.GenericLoginHost(h) {
 			addOnce(p+"salesforce.login_url", "client_credentials needs the org's My Domain URL, not %s: Salesforce does not support the flow on the generic login hosts", h)
+		}
+		if u, err := url.Parse(sf.JWTAudienceURL); err == nil && sf.JWTAudienceURL != "" {
+			if what, use := salesforce.NotALoginHost(u.Hostname()); what != "" {
+				addOnce(p+"salesforce.jwt_audience", "%s is %s: the audience is https://login.salesforce.com (production), https://test.salesforce.com (a sandbox) "+
+					"or an Experience Cloud site's URL; leave jwt_audience blank for the first two, and set login_url to %s", sf.JWTAudienceURL, what, use)
+			}
 		}
 		if !apiVersion.MatchString(sf.APIVersion) {
 			add(p+"salesforce.api_version", "%q is not a version like 60.0", sf.APIVersion)

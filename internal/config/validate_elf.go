@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/loki"
+	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 )
 
 var (
@@ -21,6 +22,7 @@ var (
 func (c *Config) checkELFTypes(orgs []orgSection, add func(path, format string, args ...any)) (warnings []string) {
 	for _, o := range orgs {
 		elf := o.src.EventLogFile
+		warnings = append(warnings, checkELFTypeNames(o.prefix, elf.EventTypes, add)...)
 		dropped := map[string]bool{}
 		for _, tr := range elf.Transforms {
 			if tr.Action == "drop_field" {
@@ -67,4 +69,39 @@ func (c *Config) compressionWarning() []string {
 		return []string{fmt.Sprintf("sink.loki.compression: %s is ignored with encoding protobuf, which Loki takes snappy-compressed only; remove the key, or use encoding json", l.Compression)}
 	}
 	return nil
+}
+
+// supportedTypesPage is Salesforce's list of EventLogFile event types.
+const supportedTypesPage = "https://developer.salesforce.com/docs/atlas.en-us.object_reference.meta/object_reference/sforce_api_objects_eventlogfile_supportedeventtypes.htm"
+
+// checkELFTypeNames checks sources.eventlogfile.event_types against the
+// types Salesforce documents (salesforce.EventLogFileTypes), matched
+// without regard to case. A name within two edits of a documented type is
+// a misspelling of it and refused, naming it; any other unknown name is a
+// warning (Salesforce adds types with new releases).
+func checkELFTypeNames(prefix string, types []string, add func(path, format string, args ...any)) (warnings []string) {
+	path := prefix + "sources.eventlogfile.event_types"
+	for _, t := range types {
+		if t == "*" || !elfTypeName.MatchString(t) {
+			continue // validateOrg reports a name that is no name
+		}
+		if _, ok := salesforce.DocumentedEventLogFileType(t); ok {
+			continue
+		}
+		closest, d := "", len(t)
+		for _, known := range salesforce.EventLogFileTypes {
+			if dk := distance(strings.ToLower(t), strings.ToLower(known)); dk < d {
+				closest, d = known, dk
+			}
+		}
+		if d <= 2 && len(t) > 3 {
+			add(path, "%s is not an EventLogFile event type: did you mean %s? No file of type %s would ever be listed (Salesforce's list: %s)",
+				t, closest, t, supportedTypesPage)
+			continue
+		}
+		warnings = append(warnings, fmt.Sprintf("%s: %s is not an EventLogFile event type Salesforce documents (%s; the closest is %s): "+
+			"unless the type is newer than this release, no file of it will be listed; sf2loki doctor's entitlement line says whether the org has files of it",
+			path, t, supportedTypesPage, closest))
+	}
+	return warnings
 }
