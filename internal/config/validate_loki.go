@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -34,11 +35,66 @@ func (c *Config) checkLokiClient(add func(path, format string, args ...any)) {
 	}
 }
 
-// lokiClientWarnings: a server certificate that is not verified.
+// lokiClientWarnings: a server certificate that is not verified, a url
+// whose path is not Loki's push path, credentials in the url that a token
+// replaces, and a tenant Grafana Cloud would not take.
 func (c *Config) lokiClientWarnings() []string {
-	if !c.Sink.Loki.TLS.InsecureSkipVerify {
-		return nil
+	l := c.Sink.Loki
+	var warnings []string
+	if l.TLS.InsecureSkipVerify {
+		warnings = append(warnings, "sink.loki.tls.insecure_skip_verify is true: Loki's certificate is not verified, so anyone on the network path can read and "+
+			"forge the connection (the entries and the credentials sent with them); set sink.loki.tls.ca_file to the CA that signed it instead")
 	}
-	return []string{"sink.loki.tls.insecure_skip_verify is true: Loki's certificate is not verified, so anyone on the network path can read and " +
-		"forge the connection (the entries and the credentials sent with them); set sink.loki.tls.ca_file to the CA that signed it instead"}
+	u, err := url.Parse(l.URL)
+	if l.URL == "" || err != nil || checkURL(l.URL) != "" {
+		return warnings // a missing or malformed url is a problem of its own
+	}
+	if want, wrong := lokiPushURL(u); wrong {
+		what := "does not end in " + LokiPushPath
+		if strings.Trim(u.Path, "/") == "" {
+			what = "has no " + LokiPushPath + " path"
+		}
+		warnings = append(warnings, fmt.Sprintf("sink.loki.url %s %s: sf2loki posts to the URL as it is, and Loki serves pushes at %s; did you mean %s? "+
+			"(A receiver that takes pushes on a path of its own is the exception: then keep the url.)", u.Redacted(), what, LokiPushPath, want))
+	}
+	token := l.AuthToken != "" || l.AuthTokenFile != ""
+	if u.User != nil && token {
+		warnings = append(warnings, fmt.Sprintf("sink.loki.url %s holds a user, but a token is set (sink.loki.auth_token or auth_token_file): "+
+			"the token's Authorization header is sent and the url's user and password are not; remove them from the url, or remove the token", u.Redacted()))
+	}
+	if h := strings.ToLower(u.Hostname()); strings.HasSuffix(h, ".grafana.net") && token && l.TenantID != "" && l.BasicAuthUser != "" && l.TenantID != l.BasicAuthUser {
+		warnings = append(warnings, fmt.Sprintf("sink.loki.tenant_id %q differs from sink.loki.basic_auth_user %q on Grafana Cloud (%s), whose Loki tenant is the basic-auth user "+
+			"(the stack's Loki user id); both are sent (X-Scope-OrgID and the basic-auth user): remove tenant_id, or set it to the same id", l.TenantID, l.BasicAuthUser, h))
+	}
+	return warnings
+}
+
+// LokiPushPath is where Loki serves its push API.
+const LokiPushPath = "/loki/api/v1/push"
+
+// lokiPushURL reports whether u's path does not end in LokiPushPath, and
+// the url it likely meant: the path's start kept (a gateway's prefix), a
+// partial push path completed, another Loki API path replaced.
+func lokiPushURL(u *url.URL) (string, bool) {
+	if strings.HasSuffix(u.Path, LokiPushPath) {
+		return "", false
+	}
+	p := strings.TrimRight(u.Path, "/")
+	switch i := strings.Index(p, "/loki/api/"); {
+	case strings.HasSuffix(p, LokiPushPath):
+	case i >= 0:
+		p = p[:i] + LokiPushPath
+	default:
+		rest := LokiPushPath
+		for _, part := range []string{"/loki/api/v1", "/loki/api", "/loki"} {
+			if strings.HasSuffix(p, part) {
+				rest = strings.TrimPrefix(LokiPushPath, part)
+				break
+			}
+		}
+		p += rest
+	}
+	want := *u
+	want.Path, want.RawPath = p, ""
+	return want.Redacted(), true
 }
