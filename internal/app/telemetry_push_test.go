@@ -511,7 +511,7 @@ service: {telemetry: {enabled: true, endpoint: %s, export_interval: 1h}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	warned := lines(out.String(), "level=WARN", "sink.loki.tenant_id and sink.loki.auth_token", "instance id is not the Loki user")
+	warned := lines(out.String(), "level=WARN", "sink.loki.tenant_id (Loki's tenant, taken as the user) and sink.loki.auth_token", "instance id is not the Loki user")
 	if len(warned) != 1 || strings.Contains(out.String(), "s3cr3t") {
 		t.Errorf("want one WARN of the fallback:\n%s", out)
 	}

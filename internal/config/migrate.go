@@ -101,6 +101,15 @@ func olderDefaults(root *yaml.Node) []Note {
 			}
 		}
 	}
+	if l := mapValue(mapValue(root, "sink"), "loki"); l != nil && (!unset(l, "auth_token") || !unset(l, "auth_token_file")) && unset(l, "basic_auth_user") {
+		if unset(l, "tenant_id") {
+			differs("sink.loki.auth_token", "sent as a bearer token here; the older implementation sent it as basic auth with an empty user. "+
+				"If Loki's gateway needs that, set sink.loki.basic_auth_user, or send your own sink.loki.headers.Authorization without auth_token")
+		} else {
+			differs("sink.loki.tenant_id", "sent as X-Scope-OrgID here as well as being the basic-auth user of the token, as before (the older implementation sent no X-Scope-OrgID with a token); "+
+				"on Grafana Cloud both carry the same id")
+		}
+	}
 	if l := mapValue(mapValue(root, "sink"), "loki"); l != nil && unset(l, "batch", "queue_bytes") {
 		differs("sink.loki.batch.queue_bytes", "64 MiB a lane here; the older default was 256 MiB, and lanes of 256 MiB need a container of about 1.4 GiB (docs/operations.md, Memory)")
 	}

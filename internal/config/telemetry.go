@@ -16,7 +16,7 @@ type ServiceTelemetry struct {
 	Enabled            bool              `yaml:"enabled" mapstructure:"enabled" default:"false" doc:"Push the metrics of /metrics over OTLP/HTTP (protobuf) to endpoint every export_interval, as well as serving them on /metrics. A failing endpoint never stops the daemon: each failed push is logged (WARN, at most one a minute) and the next interval tries again."`
 	Endpoint           string            `yaml:"endpoint" mapstructure:"endpoint" default:"" format:"url" doc:"The full OTLP/HTTP metrics URL, used as it is (nothing is appended), e.g. https://otlp-gateway-prod-eu-west-2.grafana.net/otlp/v1/metrics or http://otel-collector:4318/v1/metrics. Required when enabled."`
 	Auth               string            `yaml:"auth" mapstructure:"auth" default:"basic" enum:"basic,none" doc:"basic: an Authorization: Basic header from basic_auth_user and basic_auth_token; a blank one is taken from sink.loki (basic_auth_user or tenant_id, auth_token or auth_token_file) with a warning, since on Grafana Cloud the OTLP instance id differs from the Loki user. none: no Authorization header (headers may carry one)."`
-	BasicAuthUser      string            `yaml:"basic_auth_user" mapstructure:"basic_auth_user" default:"" doc:"The basic-auth user: on Grafana Cloud the OTLP instance id (Connections, OpenTelemetry), not the Loki user. Blank: sink.loki's user (basic_auth_user, else tenant_id)."`
+	BasicAuthUser      string            `yaml:"basic_auth_user" mapstructure:"basic_auth_user" default:"" doc:"The basic-auth user: on Grafana Cloud the OTLP instance id (Connections, OpenTelemetry), not the Loki user. Blank: sink.loki's basic_auth_user, else its tenant_id (the user the Loki token is sent with), with a warning."`
 	BasicAuthToken     string            `yaml:"basic_auth_token" mapstructure:"basic_auth_token" default:"" secret:"true" doc:"The basic-auth password (secret): on Grafana Cloud an access policy token with metrics:write. Prefer basic_auth_token_file. Blank (and no file): sink.loki's auth_token."`
 	BasicAuthTokenFile string            `yaml:"basic_auth_token_file" mapstructure:"basic_auth_token_file" default:"" doc:"A file holding basic_auth_token; read at start, trimmed. A blank file is a missing token."`
 	Headers            map[string]string `yaml:"headers" mapstructure:"headers" default:"" secret:"true" doc:"Extra HTTP headers sent with every push. Every value is a secret: masked wherever it appears in logs and errors. Refused: Content-Type and Content-Encoding (the exporter sets them), and Authorization with auth basic."`
@@ -75,10 +75,14 @@ func (a TelemetryAuth) FallbackWarning() string {
 	if len(from) == 0 {
 		return ""
 	}
+	what := strings.Join(from, " and ")
+	if a.UserFrom == "sink.loki.tenant_id" {
+		what = strings.Replace(what, "sink.loki.tenant_id", "sink.loki.tenant_id (Loki's tenant, taken as the user)", 1)
+	}
 	return fmt.Sprintf("service.telemetry.auth is basic without its own user or token: the metrics push uses %s. "+
 		"On Grafana Cloud the OTLP endpoint's instance id is not the Loki user and the pushes would be refused (401); "+
 		"set service.telemetry.basic_auth_user (the OTLP instance id) and service.telemetry.basic_auth_token_file (a token with metrics:write)",
-		strings.Join(from, " and "))
+		what)
 }
 
 // checkServiceTelemetry checks service.telemetry when it is enabled and

@@ -104,7 +104,7 @@ func TestServiceTelemetryFallsBackToLokiWithAWarning(t *testing.T) {
 	for name, tc := range map[string]struct {
 		yaml, user, from string
 	}{
-		"tenant and token": {`sink: {loki: {tenant_id: "123456", auth_token: s3cr3t-loki}}`, "123456", "sink.loki.tenant_id and sink.loki.auth_token"},
+		"tenant and token": {`sink: {loki: {tenant_id: "123456", auth_token: s3cr3t-loki}}`, "123456", "sink.loki.tenant_id (Loki's tenant, taken as the user) and sink.loki.auth_token"},
 		"loki user wins":   {`sink: {loki: {tenant_id: t1, basic_auth_user: "777", auth_token_file: /run/loki}}`, "777", "sink.loki.basic_auth_user and sink.loki.auth_token_file"},
 		"own user only":    {`{sink: {loki: {tenant_id: t1, auth_token: s3cr3t-loki}}, service: {telemetry: {basic_auth_user: "42"}}}`, "42", "uses sink.loki.auth_token. On Grafana Cloud"},
 	} {
