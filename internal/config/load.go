@@ -230,7 +230,7 @@ func checkTree(m map[string]any, schemaPrefix, shown string, sugg *suggester) []
 		val := m[k]
 		switch {
 		case !ok:
-			add(show, "unknown key%s", sugg.suggest(path))
+			add(show, "unknown key%s", sugg.suggest(path, val))
 			delete(m, k)
 		case val == nil:
 			delete(m, k) // "key:" with no value: the default applies
@@ -570,7 +570,7 @@ func checkEnv(environ []string, sugg *suggester) (problems []Problem, warnings [
 			if _, _, entry := mapEntry(path); entry {
 				continue
 			}
-			problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("environment variable %s names an unknown key%s", name, sugg.suggest(path))})
+			problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("environment variable %s names an unknown key%s", name, sugg.suggest(path, ""))})
 		}
 	}
 	return problems, warnings
@@ -656,16 +656,39 @@ const maxSuggestions = 100
 // maxSuggestions unknown keys.
 type suggester struct{ left int }
 
-// suggest names the known key closest to path, if one is close.
-func (s *suggester) suggest(path string) string {
+// suggest names the known key closest to path, if one is close, among the
+// keys that take a value of val's shape: a section or a map for a mapping
+// (a misspelt section, salesfroce:), a list for a list, else a plain key;
+// failing those, any key.
+func (s *suggester) suggest(path string, val any) string {
 	if s.left <= 0 {
 		return ""
 	}
 	s.left--
+	fits := func(f Field) bool { return !f.Section }
+	switch val.(type) {
+	case map[string]any:
+		fits = func(f Field) bool { return f.Section && !f.List || f.IsMap() }
+	case []any:
+		fits = func(f Field) bool { return f.List || f.Type == "list of string" }
+	}
+	best := closest(path, fits)
+	if best == "" {
+		best = closest(path, func(Field) bool { return true })
+	}
+	if best != "" {
+		return fmt.Sprintf("; did you mean %s?", best)
+	}
+	return ""
+}
+
+// closest is the key among those fits accepts nearest to path, within an
+// edit distance of a quarter of its length (at least 2); "" when none is.
+func closest(path string, fits func(Field) bool) string {
 	limit := max(2, len(path)/4)
 	best, bestD := "", limit+1
 	for _, f := range schema() {
-		if f.Section {
+		if !fits(f) {
 			continue
 		}
 		// The distance is at least the difference in length: skip keys
@@ -677,10 +700,7 @@ func (s *suggester) suggest(path string) string {
 			best, bestD = f.Path, d
 		}
 	}
-	if best != "" {
-		return fmt.Sprintf("; did you mean %s?", best)
-	}
-	return ""
+	return best
 }
 
 // distance is the Levenshtein edit distance.
