@@ -142,6 +142,7 @@ func Load(path string, opts ...Option) (*Config, []string, error) {
 		}
 		w, vp := cfg.Validate()
 		warnings = append(warnings, w...)
+		warnings = append(warnings, cfg.noEffectWarnings()...)
 		problems = append(problems, vp...)
 		problems = append(problems, cfg.fileProblems()...)
 	}

@@ -111,13 +111,16 @@ sources:
   pubsub:
     transforms: [{action: mask, fields: [SourceIp]}, {action: hash, fields: [UserId]}]
 `
+	// The source is off (no topics): its transforms are checked all the
+	// same, and have no effect, which is a warning of its own.
+	const off = "sources.pubsub.transforms is set, but has no effect: sources.pubsub.topics is empty"
 	_, warnings, err := config.Load(write(t, hash))
-	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "sources.pubsub.transforms[1] hashes without a salt: "+config.UnsaltedHashAdvice) ||
-		!strings.Contains(warnings[0], "set sources.transform_salt_file") {
+	if err != nil || len(warnings) != 2 || !strings.Contains(warnings[0], "sources.pubsub.transforms[1] hashes without a salt: "+config.UnsaltedHashAdvice) ||
+		!strings.Contains(warnings[0], "set sources.transform_salt_file") || !strings.HasPrefix(warnings[1], off) {
 		t.Fatalf("%v %q", err, warnings)
 	}
 	for _, salt := range []string{"  transform_salt: pepper\n", "  transform_salt_file: /run/secrets/salt\n"} {
-		if _, warnings, err := config.Load(write(t, strings.Replace(hash, "sources:\n", "sources:\n"+salt, 1))); err != nil || len(warnings) != 0 {
+		if _, warnings, err := config.Load(write(t, strings.Replace(hash, "sources:\n", "sources:\n"+salt, 1))); err != nil || len(warnings) != 1 || !strings.HasPrefix(warnings[0], off) {
 			t.Fatalf("with %s: %v %q", salt, err, warnings)
 		}
 	}
@@ -134,7 +137,8 @@ sink: {loki: {url: http://loki:3100/loki/api/v1/push, structured_metadata_fields
 sources:
   eventlogfile: {transforms: [{action: drop_field, fields: ["*_IP"]}]}
 `))
-	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "sources.eventlogfile.transforms[0] drops CLIENT_IP, which sink.loki.structured_metadata_fields promotes") {
+	if err != nil || len(warnings) != 2 || !strings.Contains(warnings[0], "sources.eventlogfile.transforms[0] drops CLIENT_IP, which sink.loki.structured_metadata_fields promotes") ||
+		!strings.HasPrefix(warnings[1], "sources.eventlogfile.transforms is set, but has no effect") {
 		t.Fatalf("%v %q", err, warnings)
 	}
 }
