@@ -303,6 +303,7 @@ func runBackfill(cmd *cobra.Command, o backfillOptions) error {
 // the backfill state, lock taken.
 func newBackfillRun(ctx context.Context, cfg, all *config.Config, statePath string, plan backfillPlan, progress *backfillProgress,
 	log *slog.Logger, clk ports.Clock) (*backfillRun, []backfillWorker, func(), error) {
+	ctx = withLibraryLogger(ctx, log)
 	var closers []func()
 	cleanup := func() {
 		for i := len(closers) - 1; i >= 0; i-- {

@@ -21,6 +21,7 @@ func Build(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(
 		return nil, nil, err
 	}
 	log, clk := provideLogger(cfg, o), provideClock(o)
+	ctx = withLibraryLogger(ctx, log)
 	announceDryRun(cfg, log)
 	t, cleanup, err := NewTelemetry(ctx, cfg, log, o.Telemetry)
 	if err != nil {

@@ -202,6 +202,10 @@ func checkAuth(ctx context.Context, cfg *config.Config, cl *clients) (Check, *sa
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tok, err := auth.Token(ctx)
+	if cause, ok := ports.NetworkCause(err); ok {
+		return Check{"auth", Fail, fmt.Sprintf("cannot reach the login URL %s: %s: check salesforce.login_url, the host's DNS, and the proxy (HTTPS_PROXY, NO_PROXY) (%v)",
+			cfg.Salesforce.SalesforceLoginURL(), cause, err)}, nil
+	}
 	if err != nil {
 		return Check{"auth", Fail, err.Error()}, nil
 	}
@@ -233,14 +237,14 @@ func checkSalesforceAccess(ctx context.Context, cfg *config.Config, a *salesforc
 	var ok []string
 	for _, o := range objs {
 		if _, err := salesforce.Query(ctx, a, v, fmt.Sprintf("SELECT Id FROM %s LIMIT 1", o.Name)); err != nil {
-			perm = Check{"permissions", Fail, fmt.Sprintf("query %s: %v (grant read access to the object and its fields)", o.Name, err)}
+			perm = Check{"permissions", Fail, fmt.Sprintf("query %s: %s (%v)", o.Name, salesforceProblem(err, "grant read access to the object and its fields"), err)}
 			break
 		}
 		ok = append(ok, o.Name)
 	}
 	if perm.Status == Pass && len(elf.EventTypes) > 0 {
 		if q, err := salesforce.Describe(ctx, a, v, "EventLogFile"); err != nil || !q {
-			perm = Check{"permissions", Fail, fmt.Sprintf("EventLogFile is not queryable (%v): grant View Event Log Files", err)}
+			perm = Check{"permissions", Fail, fmt.Sprintf("EventLogFile is not queryable: %s (%v)", salesforceProblem(err, "grant View Event Log Files"), err)}
 		} else {
 			ok = append(ok, "EventLogFile")
 		}
@@ -365,7 +369,7 @@ func probeLease(ctx context.Context, cfg *config.Config, cl *clients, members bo
 }
 
 func s3Probe(ctx context.Context, o config.S3Object, maxSize int64) (probe, error) {
-	cfg := s3.Config{Bucket: o.Bucket, Key: o.Key, Region: o.Region, EndpointURL: o.EndpointURL, MaxSize: maxSize}
+	cfg := s3.Config{Bucket: o.Bucket, Key: o.Key, Region: o.Region, EndpointURL: o.EndpointURL, MaxSize: maxSize, Logger: libraryLogger(ctx)}
 	live, err := s3.New(ctx, cfg)
 	if err != nil {
 		return probe{}, err
@@ -421,6 +425,12 @@ func runProbe(ctx context.Context, name string, p probe, buildErr error) []Check
 		switch {
 		case errors.Is(err, ports.ErrConditionalWriteUnsupported):
 			return []Check{{name, Fail, ignoring + ": " + err.Error()}}
+		case errors.Is(err, ports.ErrNoCredentials), errors.Is(err, ports.ErrCredentialsRefused):
+			// Not a permission: the adapter's message names the
+			// credentials' problem and its fix.
+			return []Check{{name, Fail, err.Error()}}
+		case errors.Is(err, ports.ErrUnreachable):
+			return []Check{{name, Fail, fmt.Sprintf("cannot reach the store of %s: %v", obj, err)}}
 		case errors.Is(err, ports.ErrPermissionDenied):
 			return []Check{{name, Fail, fmt.Sprintf("%s %s is not allowed: grant %s (%v)", op, obj, permissions[p.backend][op], err)}}
 		case errors.Is(err, ports.ErrBucketNotFound):
@@ -674,7 +684,9 @@ func newDoctorCommand() *cobra.Command {
 			"a conditional delete. It never writes the live lease or checkpoint. Exit 0 without failures, 1 with, 2 for an invalid configuration.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r := Doctor(cmd.Context(), path)
+			// The libraries' own warnings (the AWS SDK's) go to stderr as
+			// log lines, apart from the report.
+			r := Doctor(withLibraryLogger(cmd.Context(), NewLogger(cmd.ErrOrStderr(), "warn", "text")), path)
 			if err := r.Write(cmd.OutOrStdout(), asJSON); err != nil {
 				return err
 			}

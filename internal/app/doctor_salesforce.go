@@ -28,7 +28,8 @@ func checkApexLog(ctx context.Context, cfg *config.Config, a *salesforce.Auth) [
 	defer cancel()
 	v := cfg.Salesforce.APIVersion
 	if _, err := salesforce.ToolingQuery(ctx, a, v, "SELECT Id FROM ApexLog ORDER BY StartTime DESC LIMIT 1"); err != nil {
-		return []Check{{"apexlog", Fail, fmt.Sprintf("listing ApexLog with the Tooling API: %v (the user needs API Enabled, and View All Data to read every user's debug logs)", err)},
+		return []Check{{"apexlog", Fail, fmt.Sprintf("listing ApexLog with the Tooling API: %s (%v)",
+			salesforceProblem(err, "the user needs API Enabled, and View All Data to read every user's debug logs"), err)},
 			{"traceflags", Skip, "the apexlog check did not pass"}}
 	}
 	out := []Check{{"apexlog", Pass, "the Tooling API lists ApexLog"}}
@@ -61,7 +62,7 @@ func checkLimits(ctx context.Context, cfg *config.Config, a *salesforce.Auth) []
 	limits, err := salesforce.Limits(ctx, a, cfg.Salesforce.APIVersion)
 	switch {
 	case err != nil && enabled:
-		return []Check{{"limits", Warn, fmt.Sprintf("reading the org's limits: %v (salesforce.limits needs View Setup and Configuration: without it its gauges stay empty)", err)}}
+		return []Check{{"limits", Warn, fmt.Sprintf("%s; until then the salesforce.limits gauges stay empty (%v)", limitsProblem(err), err)}}
 	case err != nil:
 		return []Check{{"limits", Skip, fmt.Sprintf("salesforce.limits.enabled is false, and reading the org's limits failed: %v", err)}}
 	}

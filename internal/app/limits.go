@@ -33,8 +33,7 @@ func orgLimitsPoller(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock,
 			case err != nil:
 				t.SalesforceLimitsFailed()
 				if !failing {
-					log.Warn("cannot read the org's limits (salesforce.limits needs View Setup and Configuration); retrying every poll_interval",
-						"error", err, "poll_interval", lc.PollInterval)
+					log.Warn(limitsProblem(err)+"; retrying every poll_interval", "error", err, "poll_interval", lc.PollInterval)
 				}
 				failing = true
 			default:
@@ -51,6 +50,36 @@ func orgLimitsPoller(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock,
 			}
 		}
 	}
+}
+
+// limitsProblem says why the org's limits could not be read, naming the
+// cause and what to do: an instance that cannot be reached (DNS, a refused
+// connection, TLS, the proxy) is not a missing permission, and a refused
+// token is neither.
+func limitsProblem(err error) string {
+	var refused *salesforce.AuthError
+	if cause, ok := ports.NetworkCause(err); ok {
+		return "cannot reach Salesforce to read the org's limits: " + cause + ": " + salesforce.UnreachableFix
+	}
+	switch {
+	case errors.As(err, &refused):
+		return "cannot read the org's limits: Salesforce refuses the credentials (the token source logs why, once)"
+	case errors.Is(err, ports.ErrCredentialsRefused):
+		return "cannot read the org's limits: Salesforce does not accept the session"
+	case errors.Is(err, ports.ErrPermissionDenied):
+		return "cannot read the org's limits: the user needs View Setup and Configuration (salesforce.limits reads them)"
+	}
+	return "cannot read the org's limits"
+}
+
+// salesforceProblem is the advice for a failed Salesforce call in a doctor
+// row: the cause and where to look when the host could not be reached,
+// else hint (the permission the call needs).
+func salesforceProblem(err error, hint string) string {
+	if cause, ok := ports.NetworkCause(err); ok {
+		return "cannot reach Salesforce: " + cause + ": " + salesforce.UnreachableFix
+	}
+	return hint
 }
 
 // runBeside starts what runs beside the pipeline while the leader works

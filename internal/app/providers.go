@@ -132,7 +132,8 @@ func newStateStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, er
 const leaseMaxSize = 64 << 10
 
 func newS3(ctx context.Context, o config.S3Object, maxSize int64) (ports.ObjectCAS, error) {
-	return s3.New(ctx, s3.Config{Bucket: o.Bucket, Key: o.Key, Region: o.Region, EndpointURL: o.EndpointURL, MaxSize: maxSize})
+	return s3.New(ctx, s3.Config{Bucket: o.Bucket, Key: o.Key, Region: o.Region, EndpointURL: o.EndpointURL, MaxSize: maxSize,
+		Logger: libraryLogger(ctx)})
 }
 
 func newGCS(ctx context.Context, o config.GCSObject, maxSize int64) (ports.ObjectCAS, error) {

@@ -482,7 +482,7 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 	}
 	switch {
 	case err != nil && !errors.Is(err, ports.ErrNotFound) && !ports.IsTransient(err) && ctx.Err() == nil:
-		k.setBlocked(BlockedLeaseUnreadable, fmt.Sprintf("reading the lease %s fails: %v; fix the store's permissions or the coordinate settings (sf2loki doctor checks them)", k.cas, err))
+		k.setBlocked(BlockedLeaseUnreadable, fmt.Sprintf("reading the lease %s fails: %v; fix what it names: the store's credentials or permissions, or the coordinate settings (sf2loki doctor checks them)", k.cas, err))
 		return StepResult{Role: RoleStandby, Next: r, Reason: d.reason, Err: err}
 	case holding:
 		k.setBlocked(BlockedResigned, holdWhy)

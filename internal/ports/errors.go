@@ -2,10 +2,15 @@ package ports
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -39,6 +44,33 @@ var (
 	// AccessDenied, GCS 401/403, Kubernetes 401/403, EACCES/EPERM/EROFS). Not
 	// transient: an operator must fix the policy.
 	ErrPermissionDenied = errors.New("permission denied")
+
+	// ErrNoCredentials means the client found no credentials at all where
+	// its SDK looks for them (AWS: the environment, the shared config and
+	// profile, a web identity, a container or instance role; GCS:
+	// Application Default Credentials). Nothing was sent. It is a kind of
+	// ErrPermissionDenied (errors.Is finds both): not transient, an operator
+	// must provide credentials; but its message must not ask for a
+	// permission, which would send them to fix the wrong thing.
+	ErrNoCredentials error = &deniedKind{"no credentials found"}
+
+	// ErrCredentialsRefused means the store does not accept the credentials
+	// themselves: an unknown access key id, a wrong secret (S3
+	// SignatureDoesNotMatch), an expired or invalid session token (S3
+	// InvalidAccessKeyId, ExpiredToken, InvalidToken; GCS 401), or a
+	// configured credential source that failed (a web identity the role does
+	// not trust). A kind of ErrPermissionDenied (errors.Is finds both); the
+	// fix is the credentials, not the policy.
+	ErrCredentialsRefused error = &deniedKind{"credentials refused"}
+
+	// ErrUnreachable means no answer came from an endpoint: its name does not
+	// resolve, the connection was refused or could not be routed, TLS failed
+	// (an untrusted or mismatched certificate, a plain-HTTP server), or it did
+	// not answer in time. Adapters wrap it, with the cause NetworkCause
+	// names, inside a *TransientError where the daemon should retry (a DNS
+	// hiccup passes); a preflight check (sf2loki doctor) reports it as the
+	// cause, not as a permission.
+	ErrUnreachable = errors.New("endpoint unreachable")
 
 	// ErrConditionalWriteUnsupported means the backend does not implement
 	// the conditional writes this port promises (S3-compatible stores that
@@ -162,4 +194,107 @@ func RetryAfter(err error) (time.Duration, bool) {
 func TooLarge(name string, size, max int64) error {
 	return fmt.Errorf("get %s: %w: the document is %d bytes, the cap is %d; it is not a document sf2loki wrote: "+
 		"move it aside (the daemon then starts from an absent document)", name, ErrTooLarge, size, max)
+}
+
+// deniedKind is a sentinel that is also ErrPermissionDenied for errors.Is,
+// with its own text.
+type deniedKind struct{ msg string }
+
+func (e *deniedKind) Error() string { return e.msg }
+
+// Is makes a deniedKind ErrPermissionDenied too.
+func (e *deniedKind) Is(target error) bool { return target == ErrPermissionDenied }
+
+// Unreachable wraps err, a failure to reach an endpoint, as ErrUnreachable
+// with its cause in words ("the name s3.example.invalid does not resolve
+// (DNS)") followed by fix, what to check. It returns nil when err holds no
+// network failure (an HTTP answer, a cancellation): the caller keeps its
+// own classification then.
+func Unreachable(err error, fix string) error {
+	cause, ok := NetworkCause(err)
+	if !ok {
+		return nil
+	}
+	if fix != "" {
+		cause += ": " + fix
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnreachable, cause, err)
+}
+
+// NetworkCause names, in words, why an endpoint could not be reached: a
+// name that does not resolve, a refused or unroutable connection, a TLS
+// certificate that is not trusted or not for that host, a server that
+// does not speak TLS, a proxy that cannot be reached, no answer in time.
+// ok is false when err holds none of these: an HTTP answer, or the
+// caller's own cancellation.
+func NetworkCause(err error) (cause string, ok bool) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return "", false
+	}
+	host := ""
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			host = u.Host
+		}
+	}
+	at := func(h string) string {
+		if h == "" {
+			h = host
+		}
+		if h == "" {
+			return ""
+		}
+		return " " + h
+	}
+	var (
+		dnsErr    *net.DNSError
+		unknownCA x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		record    tls.RecordHeaderError
+		opErr     *net.OpError
+	)
+	isDNS, isOp := errors.As(err, &dnsErr), errors.As(err, &opErr)
+	switch {
+	case isDNS && dnsErr.IsNotFound:
+		return fmt.Sprintf("the name %s does not resolve (DNS: no such host)", dnsErr.Name), true
+	case isDNS && dnsErr.IsTimeout:
+		return fmt.Sprintf("the DNS lookup of %s timed out", dnsErr.Name), true
+	case isDNS:
+		return fmt.Sprintf("the DNS lookup of %s failed (%s)", dnsErr.Name, dnsErr.Err), true
+	case errors.As(err, &unknownCA):
+		return fmt.Sprintf("the TLS certificate of%s is signed by an authority this host does not trust "+
+			"(a TLS-inspecting proxy? add its CA certificate to the system's trust store, or point SSL_CERT_FILE at a bundle that holds it)", at("")), true
+	case errors.As(err, &hostErr):
+		return fmt.Sprintf("the TLS certificate of%s is not valid for that name (%v)", at(""), hostErr), true
+	case errors.As(err, &invalid):
+		return fmt.Sprintf("the TLS certificate of%s is not valid (%v)", at(""), invalid), true
+	case errors.As(err, &record):
+		return fmt.Sprintf("%s does not answer TLS (an http:// server given as https://?)", strings.TrimSpace(at(""))), true
+	case isOp && opErr.Op == "proxyconnect":
+		return fmt.Sprintf("the proxy%s cannot be reached (%v): check HTTPS_PROXY / HTTP_PROXY", at(addr(opErr)), opErr.Err), true
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("the connection to%s was refused (nothing listens there)", at(addr(opErr))), true
+	case errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH):
+		return fmt.Sprintf("there is no route to%s (network unreachable)", at(addr(opErr))), true
+	case isOp && opErr.Timeout():
+		return fmt.Sprintf("connecting to%s timed out (a firewall, or a proxy this host must use?)", at(addr(opErr))), true
+	case errors.Is(err, context.DeadlineExceeded):
+		if h := at(""); h != "" {
+			return fmt.Sprintf("no answer from%s before the timeout", h), true
+		}
+		return "no answer before the timeout", true
+	case isOp && opErr.Op == "dial":
+		return fmt.Sprintf("cannot connect to%s (%v)", at(addr(opErr)), opErr.Err), true
+	}
+	return "", false
+}
+
+// addr is the remote address of a dial error, if it has one.
+func addr(op *net.OpError) string {
+	if op == nil || op.Addr == nil {
+		return ""
+	}
+	return op.Addr.String()
 }

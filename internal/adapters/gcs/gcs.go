@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,8 +97,7 @@ func (s *Store) handle(ctx context.Context) (*storage.ObjectHandle, error) {
 		}
 		client, err := storage.NewClient(context.WithoutCancel(ctx), opts...)
 		if err != nil {
-			s.initErr = fmt.Errorf("%s: %w: create the client (set service_file, or provide Application Default Credentials): %w",
-				s.name, ports.ErrPermissionDenied, err)
+			s.initErr = credentialsError(s.name, err)
 			return
 		}
 		s.client = client
@@ -251,7 +251,12 @@ func (s *Store) classify(parent context.Context, op string, err error, pre ports
 		return fmt.Errorf("%s %s: %w: create the bucket or fix the bucket name: %w", op, s, ports.ErrBucketNotFound, err)
 	case code == http.StatusPreconditionFailed:
 		return wrap(ports.ErrPreconditionFailed)
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+	case code == http.StatusUnauthorized:
+		// 401: the credentials themselves are not accepted; 403 is the
+		// policy (https://cloud.google.com/storage/docs/json_api/v1/status-codes).
+		return fmt.Errorf("%s %s: %w: GCS does not accept the credentials (401): the service-account key was deleted or disabled, "+
+			"or the token is invalid; fix service_file or the Application Default Credentials: %w", op, s, ports.ErrCredentialsRefused, err)
+	case code == http.StatusForbidden:
 		return wrap(ports.ErrPermissionDenied)
 	case code == http.StatusNotImplemented:
 		return fmt.Errorf("%s %s: %w (the endpoint rejected generation preconditions): %w", op, s, ports.ErrConditionalWriteUnsupported, err)
@@ -260,10 +265,33 @@ func (s *Store) classify(parent context.Context, op string, err error, pre ports
 	case code != 0:
 		return fmt.Errorf("%s %s: %w", op, s, err)
 	}
+	if cause, ok := ports.NetworkCause(err); ok {
+		return ports.Transient(op, fmt.Errorf("%s: %w: %s: %s: %v", s, ports.ErrUnreachable, cause, unreachableFix, err)) //nolint:errorlint // as below
+	}
 	var netErr net.Error
 	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return ports.Transient(op, fmt.Errorf("%s: %v", s, err)) //nolint:errorlint // our own timeout's cancellation must not read as the caller's
 	}
 	return fmt.Errorf("%s %s: %w", op, s, err)
+}
+
+// noCredentialsFix is what to do when Application Default Credentials
+// found nothing (https://cloud.google.com/docs/authentication/application-default-credentials).
+const noCredentialsFix = "set service_file to a service-account key file, or GOOGLE_APPLICATION_CREDENTIALS, " +
+	"or run gcloud auth application-default login, or attach a service account (GKE Workload Identity, Cloud Run, GCE)"
+
+// unreachableFix is what to check when GCS cannot be reached.
+const unreachableFix = "check the host's DNS and the proxy (HTTPS_PROXY, NO_PROXY), or STORAGE_EMULATOR_HOST"
+
+// credentialsError classifies a failure to create the client, which is a
+// failure to find or load its credentials: none found is
+// ports.ErrNoCredentials, a service_file or GOOGLE_APPLICATION_CREDENTIALS
+// that cannot be used is ports.ErrCredentialsRefused.
+func credentialsError(name string, err error) error {
+	if strings.Contains(err.Error(), "could not find default credentials") {
+		return fmt.Errorf("%s: %w: Application Default Credentials found none: %s: %w", name, ports.ErrNoCredentials, noCredentialsFix, err)
+	}
+	return fmt.Errorf("%s: %w: the configured Google credentials cannot be used (service_file or GOOGLE_APPLICATION_CREDENTIALS: "+
+		"a missing file, or not a service-account key?): %w", name, ports.ErrCredentialsRefused, err)
 }

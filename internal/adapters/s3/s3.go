@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -47,6 +48,9 @@ type Config struct {
 	Credentials aws.CredentialsProvider
 	// HTTPClient overrides the SDK's HTTP client when non-nil.
 	HTTPClient *http.Client
+	// Logger receives the AWS SDK's own log lines (its warnings at Warn);
+	// nil uses slog.Default() when a line is written.
+	Logger *slog.Logger
 	// MaxSize caps the document: Get does not read a larger object (it
 	// returns ports.ErrTooLarge) and Put refuses larger data (default
 	// DefaultMaxSize).
@@ -74,7 +78,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" || cfg.Key == "" {
 		return nil, fmt.Errorf("s3: bucket and key are required (got bucket %q, key %q)", cfg.Bucket, cfg.Key)
 	}
-	opts := []func(*config.LoadOptions) error{config.WithRetryMaxAttempts(1)}
+	opts := []func(*config.LoadOptions) error{config.WithRetryMaxAttempts(1), config.WithLogger(sdkLogger{log: cfg.Logger})}
 	if cfg.Region != "" {
 		opts = append(opts, config.WithRegion(cfg.Region))
 	}
@@ -201,11 +205,28 @@ var transientCodes = map[string]bool{
 	"ConditionalRequestConflict": true, "OperationAborted": true, "RequestTimeTooSkewed": true,
 }
 
-// Error codes that mean the credentials may not do this.
-var deniedCodes = map[string]bool{
-	"AccessDenied": true, "InvalidAccessKeyId": true, "SignatureDoesNotMatch": true, "ExpiredToken": true,
-	"InvalidToken": true, "TokenRefreshRequired": true, "AllAccessDisabled": true, "AccountProblem": true,
+// Error codes that mean the credentials may not do this: the policy (or
+// the account) is the fix.
+var deniedCodes = map[string]bool{"AccessDenied": true, "AllAccessDisabled": true, "AccountProblem": true}
+
+// Error codes that mean S3 does not accept the credentials themselves, and
+// what to do about each
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
+var refusedCodes = map[string]string{
+	"InvalidAccessKeyId": "the access key id is unknown to this store: fix AWS_ACCESS_KEY_ID (or the profile's key), " +
+		"or endpoint_url when the key belongs to another S3-compatible store",
+	"SignatureDoesNotMatch": "the secret access key does not match the access key id: fix AWS_SECRET_ACCESS_KEY (or the profile's secret)",
+	"ExpiredToken":          "the session token has expired: renew the temporary credentials, or use a role the SDK refreshes (web identity, task or instance role)",
+	"TokenRefreshRequired":  "the session token must be refreshed: renew the temporary credentials, or use a role the SDK refreshes (web identity, task or instance role)",
+	"InvalidToken":          "the session token is malformed or invalid: fix or unset AWS_SESSION_TOKEN",
 }
+
+// noCredentialsFix is what to do when the AWS default chain found nothing.
+const noCredentialsFix = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a web identity (IRSA or EKS Pod Identity) " +
+	"or an instance or task role"
+
+// unreachableFix is what to check when S3 cannot be reached.
+const unreachableFix = "check the region, endpoint_url and bucket name, the host's DNS, and the proxy (HTTPS_PROXY, NO_PROXY)"
 
 // classify translates an SDK error into the ports' vocabulary. parent is the
 // caller's context: a timeout of our own request context is transient, the
@@ -238,6 +259,8 @@ func (s *Store) classify(parent context.Context, op string, err error) error {
 		return wrap(ports.ErrNotFound)
 	case code == "PreconditionFailed" || status == http.StatusPreconditionFailed:
 		return wrap(ports.ErrPreconditionFailed)
+	case refusedCodes[code] != "":
+		return fmt.Errorf("%s %s: %w: S3 does not accept the AWS credentials (%s): %s: %w", op, s, ports.ErrCredentialsRefused, code, refusedCodes[code], err)
 	case deniedCodes[code] || status == http.StatusForbidden || status == http.StatusUnauthorized:
 		return wrap(ports.ErrPermissionDenied)
 	case code == "NotImplemented" || status == http.StatusNotImplemented:
@@ -246,25 +269,49 @@ func (s *Store) classify(parent context.Context, op string, err error) error {
 	case transientCodes[code] || status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500:
 		return ports.TransientAfter(op, ports.ParseRetryAfter(header.Get("Retry-After")), fmt.Errorf("%s: %w", s, err))
 	case isCredentialsError(err):
-		return fmt.Errorf("%s %s: %w: no usable AWS credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, web identity or a task role): %w",
-			op, s, ports.ErrPermissionDenied, err)
+		return s.credentialsError(op, err)
 	case status == 0:
 		// No HTTP answer: timeouts, resets, truncated bodies, refused
 		// connections. The outcome of a write is unknown.
+		if u := ports.Unreachable(err, unreachableFix); u != nil {
+			return ports.Transient(op, fmt.Errorf("%s: %w", s, u))
+		}
 		return ports.Transient(op, fmt.Errorf("%s: %w", s, err))
 	}
 	return fmt.Errorf("%s %s: %w", op, s, err)
 }
 
-// isCredentialsError reports a failure to obtain credentials that is not a
-// network failure (which stays transient: IMDS or the ECS agent may be busy).
-// The SDK gives these no type, only its messages.
+// isCredentialsError reports a failure to obtain credentials: nothing was
+// sent to S3. The SDK gives these no type, only its messages.
 func isCredentialsError(err error) bool {
 	msg := err.Error()
-	if !strings.Contains(msg, "get identity:") && !strings.Contains(msg, "failed to retrieve credentials") &&
-		!strings.Contains(msg, "failed to refresh cached credentials") {
-		return false
-	}
+	return strings.Contains(msg, "get identity:") || strings.Contains(msg, "failed to retrieve credentials") ||
+		strings.Contains(msg, "failed to refresh cached credentials")
+}
+
+// credentialsError classifies a failure of the AWS default credential
+// chain. The chain ends with the EC2 instance metadata service (IMDS): when
+// that is what failed ("no EC2 IMDS role found"), nothing before it was
+// configured, so there are no credentials at all (ports.ErrNoCredentials).
+// Any other failure is a configured source that did not deliver (a web
+// identity the role does not trust, a profile's SSO session that expired):
+// ports.ErrCredentialsRefused. A network failure on the way (IMDS or the
+// container agent not answering) stays transient, as they may be busy, but
+// its message says the same.
+func (s *Store) credentialsError(op string, err error) error {
 	var netErr net.Error
-	return !errors.As(err, &netErr)
+	network := errors.As(err, &netErr)
+	if strings.Contains(err.Error(), "no EC2 IMDS role found") {
+		if network {
+			return ports.Transient(op, fmt.Errorf("%s: no AWS credentials found: the instance metadata service, the last place the AWS SDK looks, "+
+				"did not answer (not on EC2, or no role attached): %s: %w", s, noCredentialsFix, err))
+		}
+		return fmt.Errorf("%s %s: %w: the AWS SDK found no AWS credentials in the environment, the shared config files, a web identity, "+
+			"the container or the instance role: %s: %w", op, s, ports.ErrNoCredentials, noCredentialsFix, err)
+	}
+	if network {
+		return ports.Transient(op, fmt.Errorf("%s: the configured AWS credential source did not answer: %w", s, err))
+	}
+	return fmt.Errorf("%s %s: %w: the configured AWS credential source failed (a web identity the role does not trust, "+
+		"an expired SSO session, a profile without keys?): fix it, or %s: %w", op, s, ports.ErrCredentialsRefused, noCredentialsFix, err)
 }
