@@ -20,7 +20,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 ARG COMMIT=unknown
-RUN CGO_ENABLED=0 go build -tags disable_grpc_modules -trimpath -ldflags "-s -w -X github.com/sf2loki/sf2loki/internal/app.version=${VERSION} -X github.com/sf2loki/sf2loki/internal/app.commit=${COMMIT}" -o /out/sf2loki ./cmd/sf2loki
+RUN CGO_ENABLED=0 go build -tags disable_grpc_modules -trimpath -ldflags "-s -w -X github.com/sf2loki/sf2loki/internal/buildinfo.version=${VERSION} -X github.com/sf2loki/sf2loki/internal/buildinfo.commit=${COMMIT}" -o /out/sf2loki ./cmd/sf2loki
 RUN mkdir -p /out/state/sf2loki
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -8,7 +8,7 @@ BIN       := $(CURDIR)/.bin
 PKG       := github.com/sf2loki/sf2loki
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS   := -s -w -X $(PKG)/internal/app.version=$(VERSION) -X $(PKG)/internal/app.commit=$(COMMIT)
+LDFLAGS   := -s -w -X $(PKG)/internal/buildinfo.version=$(VERSION) -X $(PKG)/internal/buildinfo.commit=$(COMMIT)
 
 # Pinned tool versions. `make tools` installs each into .bin/ once.
 GOLANGCI_LINT_VERSION := v2.15.0

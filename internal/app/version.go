@@ -4,15 +4,10 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
-)
 
-// Build information, set with -ldflags "-X ...=..." by make build.
-var (
-	version = "dev"
-	commit  = ""
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 )
 
 // BuildInfo describes the running binary.
@@ -24,19 +19,9 @@ type BuildInfo struct {
 
 // CurrentBuild returns the version, the commit (from -ldflags, else from the
 // Go build's VCS stamp, else "unknown") and the Go version.
+// The build stamps them into internal/buildinfo.
 func CurrentBuild() BuildInfo {
-	c := commit
-	if c == "" {
-		c = "unknown"
-		if bi, ok := debug.ReadBuildInfo(); ok {
-			for _, s := range bi.Settings {
-				if s.Key == "vcs.revision" && s.Value != "" {
-					c = s.Value
-				}
-			}
-		}
-	}
-	return BuildInfo{Version: version, Commit: c, GoVersion: runtime.Version()}
+	return BuildInfo{Version: buildinfo.Version(), Commit: buildinfo.Commit(), GoVersion: runtime.Version()}
 }
 
 func (b BuildInfo) write(w io.Writer) error {
