@@ -60,11 +60,12 @@ rules-test: $(BIN)/.promtool-$(PROMTOOL_VERSION) ## promtool check rules and pro
 CHART_DIR := deploy/helm/sf2loki
 
 .PHONY: chart-files
-chart-files: ## Copy the Prometheus rules and the Grafana dashboards into the Helm chart
+chart-files: ## Copy the Prometheus rules, the Grafana dashboards and the configuration schema into the Helm chart
 	mkdir -p $(CHART_DIR)/files
 	cp $(PROM_RULES) $(CHART_DIR)/files/sf2loki-rules.yaml
 	rm -rf $(CHART_DIR)/dashboards
 	if compgen -G 'deploy/grafana/*.json' >/dev/null; then mkdir -p $(CHART_DIR)/dashboards && cp deploy/grafana/*.json $(CHART_DIR)/dashboards/; fi
+	$(GO) run ./cmd/chartschema -config-schema configs/sf2loki.schema.json -chart-schema $(CHART_DIR)/values.schema.json
 
 SEEDS ?= 100000
 
@@ -89,6 +90,7 @@ generate: proto dashboards ## Regenerate wire_gen.go, the Pub/Sub API code, the 
 	$(GO) run ./cmd/sf2loki config example > configs/sf2loki.example.yaml
 	$(GO) run ./cmd/sf2loki config reference > docs/config-reference.md
 	$(GO) run ./cmd/sf2loki config schema > configs/sf2loki.schema.json
+	$(MAKE) --no-print-directory chart-files
 
 .PHONY: dashboards
 dashboards: ## Regenerate the Grafana dashboards and their README in deploy/grafana (internal/dashboards)
