@@ -109,7 +109,7 @@ func TestManifestsApplyToARealAPIServer(t *testing.T) {
 		}
 		t.Logf("%d objects accepted", n)
 	})
-	for _, values := range []string{"k8s-lease-values.yaml", "s3-lease-values.yaml", "gcs-lease-values.yaml", "multi-org-values.yaml"} {
+	for _, values := range []string{"k8s-lease-values.yaml", "s3-lease-values.yaml", "gcs-lease-values.yaml", "multi-org-values.yaml", "pod-values.yaml"} {
 		t.Run("helm "+values, func(t *testing.T) {
 			objs := helmTemplate(t, "sf2loki-helm", values)
 			for _, d := range objs {
