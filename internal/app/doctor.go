@@ -159,6 +159,7 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 		checks = append(checks, auth)
 		checks = append(checks, checkSalesforceAccess(ctx, sc, sf)...)
 		checks = append(checks, checkPubSub(ctx, sc, sf)...)
+		checks = append(checks, checkEventManager(ctx, sc, sf)...)
 		checks = append(checks, checkTransforms(sc))
 		checks = append(checks, checkApexLog(ctx, sc, sf)...)
 		checks = append(checks, checkLimits(ctx, sc, sf)...)

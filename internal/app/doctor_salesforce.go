@@ -2,9 +2,14 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
 )
@@ -76,4 +81,59 @@ func checkLimits(ctx context.Context, cfg *config.Config, a *salesforce.Auth) []
 			salesforce.DailyAPIRequests, d.Remaining, d.Max, 100*float64(d.Remaining)/float64(d.Max))}}
 	}
 	return []Check{{"limits", Pass, fmt.Sprintf("%s: %d of %d left (%.1f%%)", salesforce.DailyAPIRequests, d.Remaining, d.Max, 100*float64(d.Remaining)/float64(d.Max))}}
+}
+
+// checkEventManager reads Event Manager's switches (RealTimeEventSettings,
+// Metadata API readMetadata) for the subscribed Real-Time Event Monitoring
+// streams: a row streaming:<topic> each, WARN when streaming is off (the
+// subscription works and delivers nothing). Without the permission to read
+// them, one SKIP row names the streams to check by hand. Topics that are
+// not such streams (platform events, Change Data Capture) get no row.
+func checkEventManager(ctx context.Context, cfg *config.Config, a *salesforce.Auth) []Check {
+	if len(cfg.Sources.PubSub.Topics) == 0 || a == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	src, err := newPubSubSource(cfg, a, clock.New(), nil, nil, nil)
+	if err != nil {
+		return nil // the pubsub check reports it
+	}
+	topics, _ := src.Topics(ctx) // a failed "*" listing is the pubsub check's row
+	_ = src.Close()
+	var streams []string
+	pairs := map[string]salesforce.RTEMStream{}
+	for _, t := range topics {
+		if s, ok := salesforce.RTEMStreamOf(t); ok {
+			streams = append(streams, s.Stream)
+			pairs[t] = s
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	on, err := salesforce.RealTimeEventSwitches(ctx, a, cfg.Salesforce.APIVersion)
+	if err != nil {
+		how := "sf2loki run warns when a stream stays behind its storage object"
+		if errors.Is(err, salesforce.ErrNoMetadataAccess) {
+			return []Check{{"streaming", Skip, fmt.Sprintf("cannot read Event Manager's switches: %v. Check by hand that Enable Streaming is on in Setup > Event Manager for %s; %s",
+				err, strings.Join(streams, ", "), how)}}
+		}
+		return []Check{{"streaming", Warn, fmt.Sprintf("cannot read Event Manager's switches: %v. Check by hand that Enable Streaming is on in Setup > Event Manager for %s; %s",
+			err, strings.Join(streams, ", "), how)}}
+	}
+	var out []Check
+	for _, t := range slices.Sorted(maps.Keys(pairs)) {
+		s := pairs[t]
+		enabled, listed := on[s.Stream]
+		switch {
+		case !listed:
+			out = append(out, Check{"streaming:" + t, Warn, fmt.Sprintf("Event Manager does not list %s: check that the org has Real-Time Event Monitoring (Shield or Event Monitoring) and that Setup > Event Manager shows %s", s.Stream, s.Label)})
+		case !enabled:
+			out = append(out, Check{"streaming:" + t, Warn, fmt.Sprintf("%s: streaming is off in Setup > Event Manager, so the subscription delivers nothing; %s", s.Stream, streamingOffText(s))})
+		default:
+			out = append(out, Check{"streaming:" + t, Pass, "streaming is on in Event Manager (" + s.Label + ")"})
+		}
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
@@ -104,5 +105,53 @@ func TestApexLogCheckpointIsChecked(t *testing.T) {
 	}
 	if err := checkCheckpoint("apexlog:x", `{"last_ts":"2026-03-01T00:00:00.000+0000","ids":[]}`); err == nil {
 		t.Error("apexlog:x is not a key the source writes")
+	}
+}
+
+// A Real-Time Event Monitoring stream whose streaming is off in Event
+// Manager subscribes and delivers nothing: GetTopic passes, and the
+// streaming row says what to switch on.
+func TestDoctorEventManagerStreaming(t *testing.T) {
+	ps := fakepubsub.Start(t)
+	ps.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
+	ps.AddTopic("/event/My_Event__e", fakepubsub.LoginEventStreamSchema)
+	em := fakesf.NewEventManager("LoginEvent", "LoginEventStream")
+	org := &fakesf.Org{EventManager: em}
+	web := httptest.NewServer(org)
+	defer web.Close()
+	dir := t.TempDir()
+	cfg := writeConfig(t, fmt.Sprintf(`state: {file: {path: %s/s.json}}
+salesforce: {auth_mode: client_credentials, login_url: %q, client_id: ck, client_secret: x, org_id: 00D000000000001}
+sources: {pubsub: {topics: [/event/LoginEventStream, /event/My_Event__e], endpoint: %q, plaintext: true}}
+sink: {loki: {url: %s/loki/api/v1/push}}
+`, dir, web.URL, ps.Addr, web.URL))
+	streaming := func() Check {
+		t.Helper()
+		r := Doctor(t.Context(), cfg)
+		if c := check(r, "pubsub:/event/LoginEventStream"); c.Status != Pass {
+			t.Fatalf("pubsub row: %+v", c)
+		}
+		if len(rows(r, "streaming:/event/My_Event__e")) != 0 {
+			t.Fatalf("a platform event got a streaming row: %+v", r.Checks)
+		}
+		c := append(rows(r, "streaming"), rows(r, "streaming:/event/LoginEventStream")...)
+		if len(c) != 1 {
+			t.Fatalf("streaming rows: %+v", c)
+		}
+		return c[0]
+	}
+	if c := streaming(); c.Status != Pass || !strings.Contains(c.Detail, "streaming is on") {
+		t.Fatalf("streaming on: %+v", c)
+	}
+	em.Set("LoginEventStream", false)
+	if c := streaming(); c.Status != Warn ||
+		c.Detail != "LoginEventStream: streaming is off in Setup > Event Manager, so the subscription delivers nothing; "+
+			"turn on Enable Streaming for Login Event (LoginEventStream) in Setup > Event Manager, or remove the topic /event/LoginEventStream" {
+		t.Fatalf("streaming off: %+v", c)
+	}
+	em.SetForbidden(true)
+	if c := streaming(); c.Status != Skip || !strings.Contains(c.Detail, "Modify Metadata Through Metadata API Functions") ||
+		!strings.Contains(c.Detail, "for LoginEventStream") {
+		t.Fatalf("without the permission to read Event Manager: %+v", c)
 	}
 }

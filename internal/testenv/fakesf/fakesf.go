@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -68,8 +69,11 @@ type Org struct {
 	// Grants, if set, makes the token endpoint check grants as strictly as
 	// Salesforce does (JWT signature and claims, client credentials).
 	Grants *Grants
-	pages  pager
-	mints  int
+	// EventManager, if set, answers the Metadata API's readMetadata() of
+	// the Event Manager's switches (metadata.go).
+	EventManager *EventManager
+	pages        pager
+	mints        int
 }
 
 // object is one sObject's rows and fields.
@@ -167,6 +171,8 @@ func (o *Org) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/services/oauth2/token":
 		o.token(w, r)
 		return
+	case o.EventManager.serve(w, r, o.minted):
+		return
 	case r.Header.Get("Authorization") == "Bearer t1" && o.Revoke > 0:
 		o.Revoke--
 		sfError(w, http.StatusUnauthorized, "INVALID_SESSION_ID", "Session expired or invalid")
@@ -212,6 +218,12 @@ func (o *Org) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o.pages.answer(w, "60.0", rows, o.batch())
+}
+
+// minted reports whether the org's token endpoint issued session.
+func (o *Org) minted(session string) bool {
+	n, err := strconv.Atoi(strings.TrimPrefix(session, "t"))
+	return strings.HasPrefix(session, "t") && err == nil && n >= 1 && n <= o.mints
 }
 
 func (o *Org) batch() int {

@@ -121,6 +121,10 @@ type Hooks struct {
 	// GarbageCheckpoint counts a stored replay id that is not base64: the
 	// topic starts from the preset.
 	GarbageCheckpoint func(topic string)
+	// Event sees every event a stream delivers (before transforms and
+	// sampling; keepalives are not events), with its time (zero for one
+	// that does not decode).
+	Event func(topic string, t time.Time)
 }
 
 // Source subscribes to Pub/Sub topics.
@@ -690,6 +694,9 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 	dec, err := s.schemas.decode(ctx, ev.GetEvent(), plan.Noop(), &pos.lines)
 	switch {
 	case errors.Is(err, ErrUndecodable):
+		if s.Hooks.Event != nil {
+			s.Hooks.Event(topic, time.Time{})
+		}
 		s.undecodable.Log(s.log, slog.LevelWarn, s.clock.Now(), topic, "pubsub: skipping an event that does not decode", "topic", topic, "error", err)
 		if s.Hooks.Undecodable != nil {
 			s.Hooks.Undecodable(topic)
@@ -699,6 +706,9 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 		return err
 	}
 	t, ok := dec.time()
+	if s.Hooks.Event != nil {
+		s.Hooks.Event(topic, t)
+	}
 	switch {
 	case ok:
 		pos.lastTime = t
