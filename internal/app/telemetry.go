@@ -212,7 +212,7 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	if cfg.Telemetry.OTLPEndpoint != "" {
 		otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(tracesURL(cfg.Telemetry.OTLPEndpoint)),
-			otlptracehttp.WithHeaders(cfg.Telemetry.Headers))
+			otlptracehttp.WithHeaders(withUserAgent(cfg.Telemetry.Headers)))
 		if err != nil {
 			return nil, nil, fmt.Errorf("telemetry.otlp_endpoint %q: %w", cfg.Telemetry.OTLPEndpoint, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/lograte"
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/config"
 )
 
@@ -105,10 +107,7 @@ func pushResource(cfg *config.Config) *resource.Resource {
 // read from its file when that is how it is given.
 func telemetryHeaders(cfg *config.Config) (map[string]string, error) {
 	t := cfg.Service.Telemetry
-	headers := maps.Clone(t.Headers)
-	if headers == nil {
-		headers = map[string]string{}
-	}
+	headers := withUserAgent(t.Headers)
 	if t.Auth != "basic" {
 		return headers, nil
 	}
@@ -129,6 +128,22 @@ func telemetryHeaders(cfg *config.Config) (map[string]string, error) {
 	}
 	headers["Authorization"] = "Basic " + basicCredentials(a.User, token)
 	return headers, nil
+}
+
+// withUserAgent is a copy of headers with User-Agent: sf2loki/<version>,
+// unless they set one.
+func withUserAgent(headers map[string]string) map[string]string {
+	out := maps.Clone(headers)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k := range out {
+		if http.CanonicalHeaderKey(k) == "User-Agent" {
+			return out
+		}
+	}
+	out["User-Agent"] = buildinfo.UserAgent()
+	return out
 }
 
 // basicCredentials is the base64 of user:token, as an Authorization: Basic

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -88,7 +89,7 @@ func New(_ context.Context, cfg Config) (*Store, error) {
 // handle returns the object handle, creating the client on first use.
 func (s *Store) handle(ctx context.Context) (*storage.ObjectHandle, error) {
 	s.once.Do(func() {
-		opts := []option.ClientOption{storage.WithJSONReads()}
+		opts := []option.ClientOption{storage.WithJSONReads(), option.WithUserAgent(buildinfo.UserAgent())}
 		switch {
 		case s.cfg.Endpoint != "":
 			opts = append(opts, option.WithEndpoint(s.cfg.Endpoint), option.WithoutAuthentication())

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
@@ -139,7 +140,7 @@ func leaseClient(rc *rest.Config) (*rest.RESTClient, error) {
 	cfg.APIPath = "/apis"
 	cfg.NegotiatedSerializer = serializer.NewCodecFactory(leaseScheme).WithoutConversion()
 	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+		cfg.UserAgent = buildinfo.UserAgent()
 	}
 	return rest.RESTClientFor(cfg)
 }

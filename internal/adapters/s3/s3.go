@@ -18,11 +18,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
@@ -99,6 +101,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		awsCfg.Region = "us-east-1"
 	}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		// sf2loki/<version> joins the SDK's own User-Agent.
+		o.APIOptions = append(o.APIOptions, awsmiddleware.AddUserAgentKeyValue(buildinfo.Product, buildinfo.Version()))
 		// The domain counts attempts: a retried conditional write changes
 		// meaning, so the SDK must not retry behind its back.
 		o.Retryer = aws.NopRetryer{}

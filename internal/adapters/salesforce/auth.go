@@ -35,6 +35,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/redact"
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
@@ -818,6 +819,7 @@ func (a *Auth) send(ctx context.Context, req *http.Request) (*http.Response, err
 	ctx, cancel := context.WithCancelCause(ctx)
 	b := &idleBody{ctx: ctx, cancel: cancel, idle: a.cfg.IdleTimeout}
 	b.timer = time.AfterFunc(b.idle, b.fire)
+	req.Header.Set("User-Agent", buildinfo.UserAgent())
 	resp, err := a.cfg.HTTPClient.Do(req.WithContext(ctx))
 	b.timer.Stop()
 	if err != nil {

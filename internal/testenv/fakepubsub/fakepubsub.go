@@ -61,6 +61,9 @@ type Subscription struct {
 	Position    int
 	AccessToken string
 	TenantID    string
+	// UserAgent is the stream's user-agent metadata (gRPC puts the
+	// client's own after the application's).
+	UserAgent string
 }
 
 type topic struct {
@@ -409,7 +412,8 @@ func (s *Server) Subscribe(stream grpc.BidiStreamingServer[eventbus.FetchRequest
 	if err != nil {
 		return err
 	}
-	sub := Subscription{Topic: first.GetTopicName(), Preset: first.GetReplayPreset(), Position: -1, AccessToken: get("accesstoken"), TenantID: get("tenantid")}
+	sub := Subscription{Topic: first.GetTopicName(), Preset: first.GetReplayPreset(), Position: -1, AccessToken: get("accesstoken"), TenantID: get("tenantid"),
+		UserAgent: get("user-agent")}
 	s.mu.Lock()
 	t, ok := s.topics[sub.Topic]
 	if first.GetReplayPreset() == eventbus.ReplayPreset_CUSTOM {

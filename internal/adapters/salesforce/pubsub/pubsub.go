@@ -34,6 +34,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/lograte"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
@@ -190,7 +191,7 @@ func New(auth *salesforce.Auth, spec Spec, clk ports.Clock, log *slog.Logger) (*
 	if spec.Plaintext {
 		creds = insecure.NewCredentials()
 	}
-	conn, err := grpc.NewClient(spec.Endpoint, grpc.WithTransportCredentials(creds),
+	conn, err := grpc.NewClient(spec.Endpoint, grpc.WithTransportCredentials(creds), grpc.WithUserAgent(buildinfo.UserAgent()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		// Static HTTP/2 windows: a stream acknowledges every 1 MiB it
 		// reads (every 16 KiB with the default 64 KiB), with no BDP pings.

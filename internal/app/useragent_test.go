@@ -1,0 +1,68 @@
+package app
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
+	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+)
+
+// The OTLP clients name sf2loki and its version in User-Agent, not the
+// OpenTelemetry exporter's: the metrics push, doctor's probe of it, and
+// the traces export.
+func TestOTLPClientsSendTheUserAgent(t *testing.T) {
+	want := buildinfo.UserAgent()
+
+	rcv := newOTLPReceiver(t, "/v1/metrics", nil)
+	cfg := pushConfig(t, rcv.URL(), "1s", "")
+	tel, cleanup, err := NewTelemetry(t.Context(), cfg, quiet(), TelemetryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tel.Shard("", func() bool { return true }, func() string { return "" }).SetLeader(true, 1)
+	if got := rcv.waitFor("sf2loki_leader", 10*time.Second).header.Get("User-Agent"); got != want {
+		t.Errorf("metrics push: User-Agent %q, want %q", got, want)
+	}
+	cleanup()
+
+	probe := newOTLPReceiver(t, "/v1/metrics", nil)
+	if c := checkTelemetry(t.Context(), pushConfig(t, probe.URL(), "1m", "")); c.Status != Pass {
+		t.Fatalf("doctor: %+v", c)
+	}
+	if got := probe.requests()[0].header.Get("User-Agent"); got != want {
+		t.Errorf("doctor's telemetry probe: User-Agent %q, want %q", got, want)
+	}
+
+	var mu sync.Mutex
+	var agents []string
+	traces := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		agents = append(agents, r.UserAgent())
+		mu.Unlock()
+	}))
+	defer traces.Close()
+	tcfg := testConfig(config.CoordinateS3Lease)
+	tcfg.Telemetry.OTLPEndpoint = traces.URL
+	d, cleanup, err := Build(t.Context(), tcfg, Overrides{LeaseStore: porttest.NewMemoryCAS("lease"),
+		StateStore: porttest.NewMemoryCAS("state"), Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := d.Coordinator().(*domain.LeaseKeeper).Step(t.Context()); res.Transition != domain.TransitionAcquired {
+		t.Fatal(res)
+	}
+	cleanup() // flushes the batch exporter
+	mu.Lock()
+	defer mu.Unlock()
+	if len(agents) == 0 || agents[0] != want {
+		t.Errorf("traces export: User-Agents %q, want %q", agents, want)
+	}
+}
