@@ -87,7 +87,6 @@ func newBackfillCommand() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBackfill(cmd, o) },
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitInvalidConfig, Err: err} })
 	f := cmd.Flags()
 	f.StringVarP(&o.config, "config", "c", "", "YAML configuration file (the daemon's)")
 	f.StringVar(&o.org, "org", "", "the org to load (required when orgs are configured)")

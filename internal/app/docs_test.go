@@ -256,7 +256,7 @@ func resolve(root *cobra.Command, args []string) (uses []commandUse, problems []
 			cmd = sub
 			continue
 		}
-		if cmd.HasSubCommands() && !cmd.Runnable() {
+		if cmd.HasSubCommands() { // a group (it prints its help when run alone)
 			var names []string
 			for _, c := range cmd.Commands() {
 				names = append(names, c.Name())

@@ -132,7 +132,12 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 	var cl clients
 	defer cl.close()
 	var r DoctorReport
-	cfg, warnings, err := config.Load(path)
+	err := requireConfiguration(path)
+	var cfg *config.Config
+	var warnings []string
+	if err == nil {
+		cfg, warnings, err = config.Load(path)
+	}
 	if err != nil {
 		r.Checks = append(r.Checks, Check{"config", Fail, err.Error()},
 			Check{"state", Skip, "the configuration is invalid"}, Check{"coordinator", Skip, "the configuration is invalid"},
@@ -679,10 +684,26 @@ func newDoctorCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check the configuration and probe the state store and the lease backend",
-		Long: "doctor validates the configuration, then probes each backend with a separate object next to the live one\n" +
+		Short: "Probe what run needs: Loki (one real push), the metrics push, the state store, the lease, and each org's Salesforce login, permissions, entitlement, Pub/Sub topics, Event Manager streaming, debug logs and API limits",
+		Long: "doctor validates the configuration as check does, then tries every backend with the production credentials,\n" +
+			"one row per check (with orgs, the rows from state on for every org):\n" +
+			"  config                the configuration; a WARN row per warning\n" +
+			"  loki                  pushes one real entry to sink.loki.url (source=sf2loki-doctor)\n" +
+			"  telemetry             an empty OTLP export to service.telemetry.endpoint\n" +
+			"  state, coordinator    the probe writes below (coordinator SKIPs for noop)\n" +
+			"  auth                  mints a Salesforce token and reads the org's id\n" +
+			"  permissions           reads each configured object and EventLogFile\n" +
+			"  entitlement           which configured EventLogFile types the org has files of\n" +
+			"  pubsub:<topic>        GetTopic for each Pub/Sub topic\n" +
+			"  streaming:<topic>     Event Manager's streaming switch of each Real-Time Event Monitoring stream\n" +
+			"  transforms            every source's transforms and sample compile\n" +
+			"  apexlog, traceflags   the debug logs and their active trace flags\n" +
+			"  limits                the org's API limits (WARN under 20% left)\n" +
+			"  members               the replicas' membership document, with orgs and an HA coordinator\n" +
+			"The state store and an object-store lease are probed with a separate object next to the live one\n" +
 			"(<key>" + ProbeSuffix + "): create-only, a second create-only that must fail, a stale-version write that must fail,\n" +
-			"a conditional delete. It never writes the live lease or checkpoint. Exit 0 without failures, 1 with, 2 for an invalid configuration.",
+			"a conditional delete. It never writes the live lease or checkpoint.\n" +
+			"Exit 0 without failures, 1 with, 2 for an invalid or missing configuration.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The libraries' own warnings (the AWS SDK's) go to stderr as

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 )
 
 // DefaultHealthURL is what `sf2loki health` probes by default: the
@@ -31,7 +33,12 @@ func newHealthCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client := &http.Client{Timeout: timeout}
-			resp, err := client.Get(url)
+			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, url, nil)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("health: --url %s: %w", url, err)}
+			}
+			req.Header.Set("User-Agent", buildinfo.UserAgent())
+			resp, err := client.Do(req)
 			if err != nil {
 				return &ExitError{Code: 1, Err: fmt.Errorf("health: %s: %w (is sf2loki running, and does --url match service.health_addr?)", url, err)}
 			}

@@ -14,10 +14,6 @@ import (
 	"github.com/sf2loki/sf2loki/internal/domain"
 )
 
-// ExitInvalidConfig is the exit code for a configuration that does not
-// load or validate.
-const ExitInvalidConfig = 2
-
 // ExitError carries a process exit code.
 type ExitError struct {
 	Code int
@@ -28,8 +24,12 @@ func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // loadConfig loads and validates, printing warnings; an invalid
-// configuration is an ExitError with code 2.
+// configuration, or none at all (no --config and no SF2LOKI_* key), is an
+// ExitError with code 2.
 func loadConfig(cmd *cobra.Command, path string, opts ...config.Option) (*config.Config, error) {
+	if err := requireConfiguration(path); err != nil {
+		return nil, &ExitError{Code: ExitInvalidConfig, Err: err}
+	}
 	cfg, warnings, err := config.Load(path, opts...)
 	if err != nil {
 		code := 1
@@ -64,6 +64,9 @@ func newRunCommand() *cobra.Command {
 				return redactErr(cfg, err)
 			}
 			defer cleanup()
+			if w := noSourceWarning(d); w != "" {
+				d.log.Warn(w)
+			}
 			return redactErr(cfg, pathHint(cfg, path, d.Run(ctx)))
 		},
 	}
@@ -102,6 +105,18 @@ func pathHint(cfg *config.Config, configPath string, err error) error {
 	return fmt.Errorf("%w; %s", err, hint)
 }
 
+// noSourceWarning says, when no shard of d has a source to ingest, that
+// the leader will hold its lease and ship nothing ("" otherwise).
+func noSourceWarning(d *Daemon) string {
+	for _, s := range d.shards {
+		if _, idle := s.workload.(idle); !idle {
+			return ""
+		}
+	}
+	return "no source is enabled: the leader will hold the lease and ship nothing; enable one under sources " +
+		"(sources.eventlogfile, sources.pubsub, …: sf2loki config example lists them)"
+}
+
 func newCheckCommand() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
@@ -118,13 +133,20 @@ func newCheckCommand() *cobra.Command {
 			}
 			// No push: check makes no request (service.telemetry would push the
 			// metrics, with their credentials, when its meter provider stops).
-			_, cleanup, err := Build(context.WithoutCancel(cmd.Context()), cfg, Overrides{Logger: redactLogger(NewLogger(cmd.ErrOrStderr(), "error", "text"), cfg),
+			d, cleanup, err := Build(context.WithoutCancel(cmd.Context()), cfg, Overrides{Logger: redactLogger(NewLogger(cmd.ErrOrStderr(), "error", "text"), cfg),
 				Telemetry: TelemetryOptions{NoPush: true}})
 			if err != nil {
 				return &ExitError{Code: ExitInvalidConfig, Err: redactErr(cfg, err)}
 			}
 			cleanup()
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "configuration is valid: coordinate.type %s, state.store %s\n", cfg.Coordinate.Type, cfg.State.Store)
+			if w := noSourceWarning(d); w != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
+			from := ""
+			if path == "" {
+				from = " (" + environmentSource() + ")"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "configuration is valid: coordinate.type %s, state.store %s%s\n", cfg.Coordinate.Type, cfg.State.Store, from)
 			return err
 		},
 	}
