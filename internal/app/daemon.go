@@ -49,15 +49,26 @@ func (idle) Run(ctx context.Context, _ Lead) error {
 	return nil
 }
 
-// NewLogger returns a slog logger writing level and format to w.
+// NewLogger returns a slog logger writing level and format to w. A
+// duration is written as Go's text (5m0s, 1.2s), in groups too, not as
+// the JSON handler's integer of nanoseconds.
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationText}
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationText writes a duration as its text (slog calls it for every
+// attribute, those in groups included).
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // Daemon runs every shard's leadership and work, the shard balance when
