@@ -79,15 +79,15 @@ func (c *streamCheck) Event(topic string, t time.Time) {
 	c.mu.Unlock()
 }
 
-// watermark is the newest event time topic delivered, or the time
-// watching began.
-func (c *streamCheck) watermark(topic string) time.Time {
+// watermark is the newest event time topic delivered (delivered true), or
+// the time watching began.
+func (c *streamCheck) watermark(topic string) (t time.Time, delivered bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t := c.seen[topic]; t.After(c.since) {
-		return t
+		return t, true
 	}
-	return c.since
+	return c.since, false
 }
 
 // run reads Event Manager once, then checks every streamCheckEvery until
@@ -159,7 +159,7 @@ func (c *streamCheck) readSwitches(ctx context.Context, pairs map[string]salesfo
 // object cannot be asked (the check stops for the topic).
 func (c *streamCheck) check(ctx context.Context, topic string, s salesforce.RTEMStream) bool {
 	now := c.clock.Now()
-	wm := c.watermark(topic)
+	wm, delivered := c.watermark(topic)
 	if !now.Add(-streamMargin).After(wm) {
 		return true
 	}
@@ -175,8 +175,12 @@ func (c *streamCheck) check(ctx context.Context, topic string, s salesforce.RTEM
 	case !ok || !streamSilent(wm, stored, now, streamMargin):
 		return true
 	}
+	since := "stream_newest_event"
+	if !delivered {
+		since = "stream_silent_since"
+	}
 	c.log.Warn("pubsub: the storage object holds an event the stream never delivered: streaming is probably off in Event Manager",
-		"topic", topic, "object", s.Storage, "stored_event", stored.UTC().Format(time.RFC3339), "stream_newest", wm.UTC().Format(time.RFC3339),
+		"topic", topic, "object", s.Storage, "stored_event", stored.UTC().Format(time.RFC3339), since, wm.UTC().Format(time.RFC3339),
 		"fix", streamingOffText(s)+"; if Loki was refusing pushes, the stream was held back instead (see sf2loki_pubsub_reconnects_total and the lanes)")
 	if c.counted != nil {
 		c.counted(topic, "streaming_silent")

@@ -158,7 +158,7 @@ func TestStreamCheckFindsASilentStream(t *testing.T) {
 	if got := f.list(); !slices.Equal(got, []string{"/event/LoginEventStream streaming_silent"}) {
 		t.Fatalf("findings: %v\n%s", got, logs.String())
 	}
-	for _, want := range []string{"level=WARN", "topic=/event/LoginEventStream", "object=LoginEvent",
+	for _, want := range []string{"level=WARN", "topic=/event/LoginEventStream", "object=LoginEvent", "stream_newest_event=",
 		"turn on Enable Streaming for Login Event (LoginEventStream) in Setup > Event Manager"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Fatalf("the warning lacks %q:\n%s", want, logs.String())
