@@ -61,7 +61,7 @@ var codeSpan = regexp.MustCompile("`([^`]+)`")
 var loneFlag = regexp.MustCompile(`^(--[a-z][a-z0-9-]*)(?:[ =].*)?$`)
 
 // foreignFlags are flags of other tools the documents name in code spans.
-var foreignFlags = map[string]string{"--cacert": "curl's"}
+var foreignFlags = map[string]string{"--cacert": "curl's", "--set": "helm's"}
 
 // notCommands are code spans that start with "sf2loki " but are not
 // command lines.
