@@ -135,6 +135,8 @@ func TestReadmeQuickStartDoctorAndRun(t *testing.T) {
 	// Salesforce: the token endpoint and describe (Org, strict grants),
 	// EventLogFile listings (ELFOrg), userinfo and limits (ApexOrg).
 	org := &fakesf.Org{Grants: &fakesf.Grants{Key: &key.PublicKey, ClientID: "3MVG9quickstartconsumerkey", Username: username}}
+	// Event Manager as the guide leaves it: streaming on for both streams.
+	org.EventManager = fakesf.NewEventManager("LoginEventStream", "LogoutEventStream")
 	org.AddRow("EventLogFile", "CreatedDate", map[string]any{"Id": "0AT000000000001AAA", "CreatedDate": "2026-11-28T02:00:00.000+0000"})
 	elf := &fakesf.ELFOrg{}
 	day := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour)
@@ -222,6 +224,7 @@ func TestReadmeQuickStartDoctorAndRun(t *testing.T) {
 	}
 	for _, topic := range doc["sources"].(map[string]any)["pubsub"].(map[string]any)["topics"].([]any) {
 		want["pubsub:"+topic.(string)] = "can subscribe (schema "
+		want["streaming:"+topic.(string)] = "streaming is on in Event Manager"
 	}
 	for name, detail := range want {
 		if c := check(r, name); c.Status != Pass || !strings.Contains(c.Detail, detail) {
@@ -230,6 +233,11 @@ func TestReadmeQuickStartDoctorAndRun(t *testing.T) {
 	}
 	if r.ExitCode != 0 {
 		t.Errorf("doctor exit code %d, want 0", r.ExitCode)
+	}
+	for _, c := range r.Checks {
+		if c.Status == Warn {
+			t.Errorf("doctor row %s WARN on the guide's org: %s", c.Name, c.Detail)
+		}
 	}
 	mu.Lock()
 	if !strings.HasPrefix(lokiAuth, "Basic ") {
