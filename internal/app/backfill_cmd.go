@@ -273,7 +273,7 @@ func runBackfill(cmd *cobra.Command, o backfillOptions) error {
 	ctx, stopSignals := onSignals(cmd.Context())
 	defer stopSignals()
 	clk := clock.New()
-	all, err := loadConfig(cmd, o.config)
+	all, err := loadConfig(cmd, o.config, config.CheckFiles())
 	if err != nil {
 		return err
 	}

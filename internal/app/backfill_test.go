@@ -353,6 +353,31 @@ func TestBackfillUsageErrorsExit2(t *testing.T) {
 	}
 }
 
+// A file the configuration names and cannot be read (here the Loki token)
+// is in the first list of problems, beside a misspelt key, before any
+// request: as check and run report it.
+func TestBackfillListsAMissingFileWithTheOtherProblems(t *testing.T) {
+	e := newBackfillEnv(t, backfillOrg(), "")
+	b, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), "labels: {job: bf}", "auth_token_file: loki-token, labels: {job: bf}", 1)
+	text = strings.Replace(text, "event_types: [API, Login]", "event_types: [API, Logn]", 1)
+	if err := os.WriteFile(e.cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := e.backfill(t.Context(), "--since", backfillDay(6).Format(time.DateOnly))
+	want := filepath.Join(e.dir, "loki-token")
+	if code != ExitInvalidConfig || !strings.Contains(errOut, "sink.loki.auth_token_file") || !strings.Contains(errOut, want) ||
+		!strings.Contains(errOut, "Logn") {
+		t.Errorf("exit %d, want 2 naming sink.loki.auth_token_file, %s and the type Logn in one list:\n%s", code, want, errOut)
+	}
+	if n := len(e.org.QueriesSoFar()); n != 0 {
+		t.Errorf("%d queries made before the missing file was reported", n)
+	}
+}
+
 // A --since older than a default Loki accepts is warned about, naming the
 // limits.
 func TestBackfillWarnsAboutLokiLimits(t *testing.T) {

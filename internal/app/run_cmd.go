@@ -124,7 +124,11 @@ func newCheckCommand() *cobra.Command {
 		Short: "Validate the configuration and build the daemon without touching the network",
 		Long: "check loads the configuration, validates it (every key's type, range and format) and builds the\n" +
 			"object graph run builds (stores, lease keeper, committer, sources, sink, pipeline) without making a\n" +
-			"request, taking a lock, creating a file or listening. Exit 0 when valid, 2 with every problem when not.",
+			"request, taking a lock, creating a file or listening. It reads every file the configuration names\n" +
+			"(the JWT private key, secret and token files, TLS files, a kubeconfig, a service-account key): a\n" +
+			"missing, unreadable or empty file, or a key Salesforce cannot use, is a problem in the same list.\n" +
+			"Relative paths are resolved against the configuration file's directory.\n" +
+			"Exit 0 when valid, 2 with every problem when not.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd, path, config.CheckFiles())
