@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -232,5 +234,35 @@ func TestRunSaysWhatToDoWhenTheStateFileCannotBeLocked(t *testing.T) {
 	onlyEnv(t, map[string]string{"SF2LOKI_SERVICE__HEALTH_ADDR": "127.0.0.1:0"})
 	if out, _ := runCommand(t, "run", "--config", cfg); !strings.Contains(out, "set state.file.path") || strings.Contains(out, "--config") {
 		t.Errorf("with --config:\n%s", out)
+	}
+}
+
+// run with no source says so after its first line ("sf2loki starting"),
+// where a reader of the log looks for what the daemon does.
+func TestRunWarnsOfNoSourceAfterItsFirstLine(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state.json")
+	onlyEnv(t, map[string]string{"SF2LOKI_STATE__FILE__PATH": state, "SF2LOKI_SERVICE__HEALTH_ADDR": "127.0.0.1:0"})
+	root := NewRootCommand()
+	var out syncBuffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"run"})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	const warning = "no source is enabled: the leader will hold the lease and ship nothing"
+	for !strings.Contains(out.String(), warning) {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("run stopped before warning: %v\n%s", err, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	<-done
+	log := out.String()
+	if start, warn := strings.Index(log, "sf2loki starting"), strings.Index(log, warning); start < 0 || warn < start {
+		t.Errorf("the no-source warning comes before the first line (at %d, \"sf2loki starting\" at %d):\n%s", warn, start, log)
 	}
 }

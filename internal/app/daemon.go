@@ -168,6 +168,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if w := mem.warning(); w != "" {
 		d.log.Warn(w, "container_limit", mem.Container, "lanes_need", mem.Need)
 	}
+	if w := noSourceWarning(d); w != "" {
+		d.log.Warn(w)
+	}
 	// The work stops when watchStop has said why (it cancels rctx with
 	// ctx's cause), or when a shard fails the daemon (d.stop).
 	rctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))

@@ -64,9 +64,6 @@ func newRunCommand() *cobra.Command {
 				return redactErr(cfg, err)
 			}
 			defer cleanup()
-			if w := noSourceWarning(d); w != "" {
-				d.log.Warn(w)
-			}
 			return redactErr(cfg, pathHint(cfg, path, d.Run(ctx)))
 		},
 	}
