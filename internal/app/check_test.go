@@ -260,7 +260,9 @@ func TestRunWarnsOfNoSourceAfterItsFirstLine(t *testing.T) {
 		}
 	}
 	cancel()
-	<-done
+	if err := <-done; err != nil {
+		t.Errorf("run after its context ended: %v", err)
+	}
 	log := out.String()
 	if start, warn := strings.Index(log, "sf2loki starting"), strings.Index(log, warning); start < 0 || warn < start {
 		t.Errorf("the no-source warning comes before the first line (at %d, \"sf2loki starting\" at %d):\n%s", warn, start, log)
