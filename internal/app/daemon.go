@@ -74,6 +74,9 @@ func durationText(_ []string, a slog.Attr) slog.Attr {
 // Daemon runs every shard's leadership and work, the shard balance when
 // several shards share leases, and the health endpoint.
 type Daemon struct {
+	// WarnIdle makes Run warn, after its first line, when no shard has a
+	// source (sf2loki run sets it; tests of other behaviour do not).
+	WarnIdle  bool
 	cfg       *config.Config
 	shards    []*Shard
 	balancer  *domain.Balancer // nil with one shard or without leases
@@ -168,7 +171,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if w := mem.warning(); w != "" {
 		d.log.Warn(w, "container_limit", mem.Container, "lanes_need", mem.Need)
 	}
-	if w := noSourceWarning(d); w != "" {
+	if w := noSourceWarning(d); w != "" && d.WarnIdle {
 		d.log.Warn(w)
 	}
 	// The work stops when watchStop has said why (it cancels rctx with

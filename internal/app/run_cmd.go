@@ -64,6 +64,7 @@ func newRunCommand() *cobra.Command {
 				return redactErr(cfg, err)
 			}
 			defer cleanup()
+			d.WarnIdle = true
 			return redactErr(cfg, pathHint(cfg, path, d.Run(ctx)))
 		},
 	}
