@@ -1,7 +1,14 @@
 // Package chartschema converts sf2loki's configuration schema (draft
 // 2020-12, from `sf2loki config schema`) into the config value of the Helm
 // chart's values.schema.json (draft-07, which every Helm 3 checks values
-// against): $defs become the chart schema's definitions.
+// against): $defs become the chart schema's definitions. It imports only
+// the standard library.
+//
+// The chart's copy accepts what sf2loki's loader accepts and the stricter
+// configuration schema does not: a number where a string is wanted
+// (tenant_id: 12345, which YAML reads as a number and sf2loki as text),
+// and a ${VAR} reference where a number or a boolean is wanted (expanded
+// when sf2loki loads the file).
 package chartschema
 
 import (
@@ -43,6 +50,8 @@ func Merge(cfgData, chartData []byte) ([]byte, error) {
 	if err := rewriteRefs(defs); err != nil {
 		return nil, err
 	}
+	loosen(cfg)
+	loosen(defs)
 	props["config"] = cfg
 	if len(defs) > 0 {
 		chart["definitions"] = defs
@@ -57,6 +66,39 @@ func Merge(cfgData, chartData []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// envReference is the pattern of a string standing for a number or a
+// boolean: a ${VAR} sf2loki expands when it loads the file.
+const envReference = `^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`
+
+// loosen widens every type of the schema to what the loader accepts: a
+// plain string also takes a number; an integer, a number or a boolean also
+// takes a string holding a ${VAR} reference (pattern applies to strings
+// only, minimum and maximum to numbers only, so both keep their meaning).
+// Enumerations stay as they are.
+func loosen(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, enum := v["enum"]; !enum {
+			switch t := v["type"]; t {
+			case "string":
+				v["type"] = []any{"string", "number"}
+			case "integer", "number", "boolean":
+				if _, has := v["pattern"]; !has {
+					v["type"] = []any{t, "string"}
+					v["pattern"] = envReference
+				}
+			}
+		}
+		for _, e := range v {
+			loosen(e)
+		}
+	case []any:
+		for _, e := range v {
+			loosen(e)
+		}
+	}
 }
 
 // rewriteRefs points every "#/$defs/X" at "#/definitions/X".

@@ -58,3 +58,45 @@ func TestMergeRefusesForeignRefs(t *testing.T) {
 		t.Error("a chart schema without properties was accepted")
 	}
 }
+
+// The chart's copy takes a number for a string and a ${VAR} for a number
+// or a boolean, as sf2loki's loader does; enumerations and patterned
+// numbers stay as they are.
+func TestMergeLoosensToWhatTheLoaderAccepts(t *testing.T) {
+	cfg := `{"properties": {
+		"tenant": {"type": "string"},
+		"rate": {"type": "number", "minimum": 0},
+		"on": {"type": "boolean"},
+		"mode": {"type": "string", "enum": ["a", "b"]},
+		"size": {"type": ["string", "number"], "pattern": "^[0-9]+$"}}}`
+	out, err := Merge([]byte(cfg), []byte(`{"properties": {}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Properties struct {
+			Config struct {
+				Properties map[string]map[string]any `json:"properties"`
+			} `json:"config"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	p := got.Properties.Config.Properties
+	for name, want := range map[string]string{
+		"tenant": `["string","number"]`, "rate": `["number","string"]`, "on": `["boolean","string"]`,
+		"mode": `"string"`, "size": `["string","number"]`,
+	} {
+		b, _ := json.Marshal(p[name]["type"])
+		if string(b) != want {
+			t.Errorf("%s: type %s, want %s", name, b, want)
+		}
+	}
+	if p["rate"]["pattern"] != envReference || p["rate"]["minimum"] != float64(0) || p["on"]["pattern"] != envReference {
+		t.Errorf("rate %v, on %v: want the ${VAR} pattern beside the minimum", p["rate"], p["on"])
+	}
+	if p["size"]["pattern"] != "^[0-9]+$" || p["tenant"]["pattern"] != nil {
+		t.Errorf("size %v, tenant %v: patterns changed", p["size"], p["tenant"])
+	}
+}

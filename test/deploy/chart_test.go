@@ -249,6 +249,7 @@ func TestHelmSchemaRefusesTypos(t *testing.T) {
 		{"config.state.s3.bukcet=x", "bukcet"},
 		{"replicaCount=two", "replicaCount"},
 		{"image.pullPolicy=Sometimes", "pullPolicy"},
+		{"config.sources.synthetic.rate=fast", "rate"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			out, err := helm(t, "template", "sf2loki", chartDir, "--namespace", "sf2loki",
@@ -260,6 +261,24 @@ func TestHelmSchemaRefusesTypos(t *testing.T) {
 				t.Errorf("--set %s: the error does not name %q as a schema violation:\n%s", tc.set, tc.want, out)
 			}
 		})
+	}
+}
+
+// TestHelmSchemaAcceptsWhatSf2lokiAccepts: values sf2loki check accepts
+// (a numeric tenant and user, a ${VAR} for a number or a boolean) pass the
+// chart's schema too, so a values file of chart 0.1.0 still upgrades.
+func TestHelmSchemaAcceptsWhatSf2lokiAccepts(t *testing.T) {
+	values := writeValues(t, `config:
+  state: {store: s3, s3: {bucket: my-sf2loki-state}}
+  sources:
+    synthetic: {rate: "${RATE}"}
+  sink:
+    loki: {url: "https://logs.example.com/loki/api/v1/push", tenant_id: 12345, basic_auth_user: 987}
+  service:
+    telemetry: {enabled: "${TELEMETRY}"}
+`)
+	if out, err := helm(t, "template", "sf2loki", chartDir, "--namespace", "sf2loki", "-f", values); err != nil {
+		t.Errorf("helm template refused values sf2loki accepts: %v\n%s", err, out)
 	}
 }
 
