@@ -122,15 +122,16 @@ func checkEventManager(ctx context.Context, cfg *config.Config, a *salesforce.Au
 		return []Check{{"streaming", Warn, fmt.Sprintf("cannot read Event Manager's switches: %v. Check by hand that Enable Streaming is on in Setup > Event Manager for %s; %s",
 			err, strings.Join(streams, ", "), how)}}
 	}
+	named := namedTopics(cfg.Sources.PubSub.Topics)
 	var out []Check
 	for _, t := range slices.Sorted(maps.Keys(pairs)) {
 		s := pairs[t]
 		enabled, listed := on[s.Stream]
 		switch {
 		case !listed:
-			out = append(out, Check{"streaming:" + t, Warn, fmt.Sprintf("Event Manager does not list %s: check that the org has Real-Time Event Monitoring (Shield or Event Monitoring) and that Setup > Event Manager shows %s", s.Stream, s.Label)})
+			out = append(out, Check{"streaming:" + t, Warn, notListedText(s, named[t])})
 		case !enabled:
-			out = append(out, Check{"streaming:" + t, Warn, fmt.Sprintf("%s: streaming is off in Setup > Event Manager, so the subscription delivers nothing; %s", s.Stream, streamingOffText(s))})
+			out = append(out, Check{"streaming:" + t, Warn, fmt.Sprintf("%s: streaming is off in Setup > Event Manager, so the subscription delivers nothing; %s", s.Stream, streamingOffText(s, named[t]))})
 		default:
 			out = append(out, Check{"streaming:" + t, Pass, "streaming is on in Event Manager (" + s.Label + ")"})
 		}

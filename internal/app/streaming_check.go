@@ -31,6 +31,9 @@ const (
 	// subscribeGrace is how long after the start the subscriptions may
 	// take to open: an event stored before then may precede them.
 	subscribeGrace = time.Minute
+	// silentWarnEvery is how often a stream found silent again is warned
+	// about again (the counter counts every finding).
+	silentWarnEvery = time.Hour
 )
 
 // streamSilent reports whether a stream missed an event that its storage
@@ -41,9 +44,30 @@ func streamSilent(watermark, stored, now time.Time, margin time.Duration) bool {
 	return !stored.IsZero() && stored.After(watermark) && !stored.After(now.Add(-margin))
 }
 
-// streamingOffText is the fix for a stream whose streaming is off.
-func streamingOffText(s salesforce.RTEMStream) string {
-	return fmt.Sprintf("turn on Enable Streaming for %s (%s) in Setup > Event Manager, or remove the topic /event/%s", s.Label, s.Stream, s.Stream)
+// streamingOffText is the fix for a stream whose streaming is off; named
+// says whether sources.pubsub.topics names it (else a "*" found it, and
+// only an exclude leaves it out).
+func streamingOffText(s salesforce.RTEMStream, named bool) string {
+	leave := "remove the topic /event/" + s.Stream
+	if !named {
+		leave = fmt.Sprintf("add /event/%s to sources.pubsub.exclude (\"*\" subscribes to every stream)", s.Stream)
+	}
+	return fmt.Sprintf("turn on Enable Streaming for %s (%s) in Setup > Event Manager, or %s", s.Label, s.Stream, leave)
+}
+
+// notListedText says what a stream Event Manager does not list means.
+func notListedText(s salesforce.RTEMStream, named bool) string {
+	return fmt.Sprintf("Event Manager does not list %s: its streaming was probably never turned on, or the org lacks Real-Time Event Monitoring "+
+		"(Shield or Event Monitoring); %s", s.Stream, streamingOffText(s, named))
+}
+
+// namedTopics is the set of topics sources.pubsub.topics names.
+func namedTopics(topics []string) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range topics {
+		out[t] = true
+	}
+	return out
 }
 
 // streamCheck cross-checks the subscribed Real-Time Event Monitoring
@@ -60,10 +84,14 @@ type streamCheck struct {
 	// says so) or streaming_silent (a check found the stream behind its
 	// storage object); nil skips it.
 	counted func(topic, what string)
+	// named are the topics the configuration names (the others came
+	// from "*").
+	named map[string]bool
 
-	mu    sync.Mutex
-	since time.Time            // the newest event time each stream may have missed from
-	seen  map[string]time.Time // the newest event time delivered, by topic
+	mu     sync.Mutex
+	since  time.Time            // the newest event time each stream may have missed from
+	seen   map[string]time.Time // the newest event time delivered, by topic
+	warned map[string]time.Time // when a silent stream was last warned about
 }
 
 // Event is the Pub/Sub source's hook: topic delivered an event of time t
@@ -100,7 +128,7 @@ func (c *streamCheck) run(ctx context.Context) {
 	for {
 		if pairs == nil {
 			if pairs = c.pairs(ctx); pairs != nil {
-				c.readSwitches(ctx, pairs)
+				c.readSwitches(ctx, pairs) // drops the streams it could judge
 			}
 		}
 		select {
@@ -133,7 +161,11 @@ func (c *streamCheck) pairs(ctx context.Context) map[string]salesforce.RTEMStrea
 	return out
 }
 
-// readSwitches logs, once, what Event Manager says of the streams.
+// readSwitches logs, once, what Event Manager says of the streams, and
+// removes from pairs every stream it judged: one that is on needs no
+// cross-check (and costs no query), one that is off or unlisted has been
+// warned about. Without the switches every stream stays for the
+// cross-check.
 func (c *streamCheck) readSwitches(ctx context.Context, pairs map[string]salesforce.RTEMStream) {
 	if len(pairs) == 0 || c.switches == nil {
 		return
@@ -141,17 +173,22 @@ func (c *streamCheck) readSwitches(ctx context.Context, pairs map[string]salesfo
 	on, err := c.switches(ctx)
 	if err != nil {
 		c.log.Info("pubsub: cannot read Event Manager's switches; sf2loki cross-checks the streams with their storage objects instead",
-			"error", err, "fix", "grant Modify Metadata Through Metadata API Functions to read them, or check Setup > Event Manager by hand")
+			"error", err, "fix", "check Setup > Event Manager by hand: Enable Streaming on for every subscribed stream")
 		return
 	}
 	for _, topic := range slices.Sorted(maps.Keys(pairs)) {
 		s := pairs[topic]
-		if enabled, listed := on[s.Stream]; listed && !enabled {
-			c.log.Warn("pubsub: streaming is off in Event Manager: this topic delivers nothing", "topic", topic, "fix", streamingOffText(s))
-			if c.counted != nil {
-				c.counted(topic, "streaming_off")
-			}
+		enabled, listed := on[s.Stream]
+		switch {
+		case !listed:
+			c.log.Warn("pubsub: Event Manager does not list the stream: this topic probably delivers nothing", "topic", topic, "fix", notListedText(s, c.named[topic]))
+		case !enabled:
+			c.log.Warn("pubsub: streaming is off in Event Manager: this topic delivers nothing", "topic", topic, "fix", streamingOffText(s, c.named[topic]))
 		}
+		if !enabled && c.counted != nil {
+			c.counted(topic, "streaming_off")
+		}
+		delete(pairs, topic)
 	}
 }
 
@@ -169,10 +206,27 @@ func (c *streamCheck) check(ctx context.Context, topic string, s salesforce.RTEM
 		c.log.Debug("pubsub: cross-checking a stream with its storage object failed; trying again at the next check", "topic", topic, "object", s.Storage, "error", err)
 		return true
 	case err != nil:
-		c.log.Info("pubsub: cannot query the stream's storage object, so sf2loki cannot tell whether the stream delivers everything; the check stops for this topic",
-			"topic", topic, "object", s.Storage, "error", err)
+		c.log.Warn("pubsub: cannot tell whether this stream delivers: Event Manager's switches cannot be read and the stream's storage object cannot be queried; the check stops for this topic",
+			"topic", topic, "object", s.Storage, "error", err,
+			"fix", "check by hand that Enable Streaming is on for "+s.Stream+" in Setup > Event Manager; turn on Enable Storing for it, or grant read access to "+s.Storage+", to have sf2loki check it")
 		return false
 	case !ok || !streamSilent(wm, stored, now, streamMargin):
+		return true
+	}
+	if c.counted != nil {
+		c.counted(topic, "streaming_silent")
+	}
+	c.mu.Lock()
+	last := c.warned[topic]
+	again := last.IsZero() || !now.Before(last.Add(silentWarnEvery))
+	if again {
+		if c.warned == nil {
+			c.warned = map[string]time.Time{}
+		}
+		c.warned[topic] = now
+	}
+	c.mu.Unlock()
+	if !again {
 		return true
 	}
 	since := "stream_newest_event"
@@ -181,10 +235,7 @@ func (c *streamCheck) check(ctx context.Context, topic string, s salesforce.RTEM
 	}
 	c.log.Warn("pubsub: the storage object holds an event the stream never delivered: streaming is probably off in Event Manager",
 		"topic", topic, "object", s.Storage, "stored_event", stored.UTC().Format(time.RFC3339), since, wm.UTC().Format(time.RFC3339),
-		"fix", streamingOffText(s)+"; if Loki was refusing pushes, the stream was held back instead (see sf2loki_pubsub_reconnects_total and the lanes)")
-	if c.counted != nil {
-		c.counted(topic, "streaming_silent")
-	}
+		"fix", streamingOffText(s, c.named[topic])+"; if Loki was refusing pushes, the stream was held back instead (see sf2loki_pubsub_reconnects_total and the lanes)")
 	return true
 }
 
@@ -207,11 +258,11 @@ func (w *watchedPubSub) Run(ctx context.Context, resume func(string) (string, bo
 
 // watchStreams wraps s with the cross-check of its Real-Time Event
 // Monitoring streams.
-func watchStreams(s *pubsub.Source, auth *salesforce.Auth, apiVersion string, clk ports.Clock, log *slog.Logger, t *Telemetry) *watchedPubSub {
+func watchStreams(s *pubsub.Source, topics []string, auth *salesforce.Auth, apiVersion string, clk ports.Clock, log *slog.Logger, t *Telemetry) *watchedPubSub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &streamCheck{clock: clk, log: log, topics: s.Topics, seen: map[string]time.Time{},
+	c := &streamCheck{clock: clk, log: log, topics: s.Topics, seen: map[string]time.Time{}, named: namedTopics(topics),
 		switches: func(ctx context.Context) (map[string]bool, error) {
 			return salesforce.RealTimeEventSwitches(ctx, auth, apiVersion)
 		},

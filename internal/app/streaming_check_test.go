@@ -174,24 +174,97 @@ func TestStreamCheckFindsASilentStream(t *testing.T) {
 	}
 }
 
-// Event Manager's switches are read once at the start; a storage object
-// that cannot be queried ends the check for its topic.
-func TestStreamCheckSwitchesAndUnqueryableStorage(t *testing.T) {
+// Event Manager's switches are read once at the start: a stream that is
+// on costs no query afterwards, one that is off or that Event Manager does
+// not list is warned about once, with the fix for a named topic and for one
+// "*" found.
+func TestStreamCheckSwitches(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		switches map[string]bool
+		named    []string
+		found    []string
+		logs     []string
+	}{
+		{"on", map[string]bool{"LoginEvent": true, "LoginEventStream": true}, []string{"/event/LoginEventStream"}, nil, nil},
+		{"off", map[string]bool{"LoginEvent": true, "LoginEventStream": false}, []string{"/event/LoginEventStream"},
+			[]string{"/event/LoginEventStream streaming_off"},
+			[]string{"level=WARN", "streaming is off in Event Manager", "or remove the topic /event/LoginEventStream"}},
+		{"off, from *", map[string]bool{"LoginEventStream": false}, []string{"*"},
+			[]string{"/event/LoginEventStream streaming_off"},
+			[]string{"level=WARN", "add /event/LoginEventStream to sources.pubsub.exclude"}},
+		{"not listed", map[string]bool{"LoginEvent": true}, []string{"/event/LoginEventStream"},
+			[]string{"/event/LoginEventStream streaming_off"},
+			[]string{"level=WARN", "Event Manager does not list LoginEventStream: its streaming was probably never turned on"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+			clk := porttest.NewFakeClock(t0)
+			st := &storage{}
+			st.add(t0.Add(2 * time.Minute)) // stored, never streamed
+			var f found
+			var logs syncBuffer
+			c := newStreamCheck(clk, st, tc.switches, &f, &logs)
+			c.named = namedTopics(tc.named)
+			step := runStreamCheck(t, c, clk)
+			step(6 * streamCheckEvery)
+			if got := f.list(); !slices.Equal(got, tc.found) {
+				t.Errorf("findings %v, want %v\n%s", got, tc.found, logs.String())
+			}
+			for _, want := range tc.logs {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("the log lacks %q:\n%s", want, logs.String())
+				}
+			}
+			if tc.logs == nil && strings.Contains(logs.String(), "level=WARN") {
+				t.Errorf("a warning for a stream that is on:\n%s", logs.String())
+			}
+			if st.queries != 0 {
+				t.Errorf("%d storage queries for a stream Event Manager judged", st.queries)
+			}
+		})
+	}
+}
+
+// Without Event Manager's switches, a storage object that cannot be
+// queried leaves nothing to tell by: a WARN says so once, naming what to
+// check by hand, and the check stops for its topic.
+func TestStreamCheckUnqueryableStorage(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	clk := porttest.NewFakeClock(t0)
 	st := &storage{err: errors.New("salesforce: /services/data/v60.0/query answered 400: INVALID_TYPE")}
 	var f found
 	var logs syncBuffer
-	c := newStreamCheck(clk, st, map[string]bool{"LoginEvent": true, "LoginEventStream": false}, &f, &logs)
+	c := newStreamCheck(clk, st, nil, &f, &logs)
 	step := runStreamCheck(t, c, clk)
-	if got := f.list(); !slices.Equal(got, []string{"/event/LoginEventStream streaming_off"}) {
-		t.Fatalf("findings at the start: %v", got)
-	}
-	if !strings.Contains(logs.String(), "streaming is off in Event Manager") {
-		t.Fatalf("no warning at the start:\n%s", logs.String())
-	}
 	step(6 * streamCheckEvery)
-	if st.queries != 1 || !strings.Contains(logs.String(), "the check stops for this topic") {
+	if st.queries != 1 || strings.Count(logs.String(), "level=WARN") != 1 ||
+		!strings.Contains(logs.String(), "cannot tell whether this stream delivers") ||
+		!strings.Contains(logs.String(), "check by hand that Enable Streaming is on for LoginEventStream") {
 		t.Fatalf("queries %d after a refusal:\n%s", st.queries, logs.String())
+	}
+	if got := f.list(); len(got) != 0 {
+		t.Errorf("findings %v", got)
+	}
+}
+
+// A stream that stays silent is counted at every check and warned about
+// once an hour.
+func TestStreamCheckWarnsOfASilentStreamHourly(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	clk := porttest.NewFakeClock(t0)
+	st := &storage{}
+	var f found
+	var logs syncBuffer
+	c := newStreamCheck(clk, st, nil, &f, &logs)
+	step := runStreamCheck(t, c, clk)
+	for range 30 { // 2.5 hours, a login stored every 5 minutes
+		st.add(clk.Now())
+		step(streamCheckEvery)
+	}
+	n := len(f.list())
+	warns := strings.Count(logs.String(), "the storage object holds an event the stream never delivered")
+	if n < 20 || warns != 3 {
+		t.Errorf("%d findings counted, %d warnings; want one finding per check and a warning per hour (3)\n%s", n, warns, logs.String())
 	}
 }

@@ -329,7 +329,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 				GarbageCheckpoint: func(string) { t.CheckpointUnreadable("pubsub") },
 			}
 		}
-		sources = append(sources, watchStreams(s, auth, cfg.Salesforce.APIVersion, clk, log, t))
+		sources = append(sources, watchStreams(s, cfg.Sources.PubSub.Topics, auth, cfg.Salesforce.APIVersion, clk, log, t))
 	}
 	if cfg.Sources.ApexLog.Enabled {
 		s, err := newApexLogSource(cfg, auth, clk, log, t)
