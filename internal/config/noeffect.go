@@ -71,6 +71,24 @@ var idleRules = []idleRule{
 			"remove the excluded types from event_types and the exclude key"
 	}},
 
+	// A file beside the value it holds: the value wins, the file is never
+	// read (a rotated file changes nothing).
+	{path: "salesforce.private_key_file", org: true, idle: func(_ *Config, o orgSection) (string, string) {
+		return shadowedFile(o.sf.PrivateKey, "salesforce.private_key")
+	}},
+	{path: "salesforce.client_secret_file", org: true, idle: func(_ *Config, o orgSection) (string, string) {
+		return shadowedFile(o.sf.ClientSecret, "salesforce.client_secret")
+	}},
+	{path: "sources.transform_salt_file", org: true, idle: func(_ *Config, o orgSection) (string, string) {
+		return shadowedFile(o.src.TransformSalt, "sources.transform_salt")
+	}},
+	{path: "sink.loki.auth_token_file", idle: func(c *Config, _ orgSection) (string, string) {
+		return shadowedFile(c.Sink.Loki.AuthToken, "sink.loki.auth_token")
+	}},
+	{path: "service.telemetry.basic_auth_token_file", idle: func(c *Config, _ orgSection) (string, string) {
+		return shadowedFile(c.Service.Telemetry.BasicAuthToken, "service.telemetry.basic_auth_token")
+	}},
+
 	// The Loki client.
 	{path: "sink.loki.basic_auth_user", idle: func(c *Config, _ orgSection) (string, string) {
 		if l := c.Sink.Loki; l.AuthToken != "" || l.AuthTokenFile != "" {
@@ -99,6 +117,17 @@ var idleRules = []idleRule{
 		}
 		return "telemetry.otlp_endpoint is blank (no trace export)", "set telemetry.otlp_endpoint, or remove them"
 	}},
+}
+
+// shadowedFile is the idle reason of a *_file key when value, the key it
+// stands for, is set (from the file or an SF2LOKI_* variable): the value
+// is used and the file is never read.
+func shadowedFile(value, key string) (why, fix string) {
+	if strings.TrimSpace(value) == "" {
+		return "", ""
+	}
+	return key + " is set too, and it is used: the file is never read (set by the file or an SF2LOKI_* variable)",
+		"remove " + key + " (or its SF2LOKI_* variable) to use the file, or remove the file key"
 }
 
 func coordinatorRule(typ string) idleRule {

@@ -70,6 +70,14 @@ func TestKeysWithNoEffectWarn(t *testing.T) {
 			strings.Replace(twoOrgs, "      private_key_file: /run/secrets/prod-key\n", "      private_key_file: /run/secrets/prod-key\n      client_secret: s3cr3t\n", 1),
 			"orgs[0].salesforce.client_secret is set, but has no effect: orgs[0].salesforce.auth_mode is jwt_bearer (they are client_credentials's); remove it",
 		},
+		"a token file beside the token": {
+			"sink: {loki: {url: http://loki:3100/loki/api/v1/push, auth_token: s3cr3t, auth_token_file: /run/t}}\n",
+			"sink.loki.auth_token_file is set, but has no effect: sink.loki.auth_token is set too, and it is used: the file is never read",
+		},
+		"a key file beside the key, in an org": {
+			strings.Replace(twoOrgs, "      private_key_file: /run/secrets/prod-key\n", "      private_key_file: /run/secrets/prod-key\n      private_key: s3cr3t\n", 1),
+			"orgs[0].salesforce.private_key_file is set, but has no effect: orgs[0].salesforce.private_key is set too",
+		},
 		"exclude without a star": {
 			strings.Replace(twoOrgs, `eventlogfile: {event_types: ["*"]}`, `eventlogfile: {event_types: [API], exclude: [Report*]}`, 1),
 			`orgs[0].sources.eventlogfile.exclude is set, but has no effect: orgs[0].sources.eventlogfile.event_types has no "*"`,
