@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -139,7 +140,16 @@ func (c *Config) fileProblems() []Problem {
 		b, err := os.ReadFile(file)
 		switch {
 		case err != nil:
-			add(key, "%s %s (%v)", file, salesforce.FileProblem(err), bareErr(err))
+			shown, problem := file, salesforce.FileProblem(err)
+			if abs, aerr := filepath.Abs(file); aerr == nil && !filepath.IsAbs(file) {
+				// Still relative: set by an SF2LOKI_* variable (or without a
+				// configuration file), so read from the working directory.
+				shown = fmt.Sprintf("%s (%s: a path from an SF2LOKI_* variable is read from the working directory)", file, abs)
+				if errors.Is(err, fs.ErrNotExist) {
+					problem = "does not exist: correct the path, or put the file there"
+				}
+			}
+			add(key, "%s %s (%v)", shown, problem, bareErr(err))
 			return nil, false
 		case !blankOK && strings.TrimSpace(string(b)) == "":
 			add(key, "%s is empty: a blank secret is a missing secret; write the value into the file", file)

@@ -185,3 +185,21 @@ func TestCheckFilesReportsMissingFilesWithEveryOtherProblem(t *testing.T) {
 		t.Errorf("inline key:\n%s", msg)
 	}
 }
+
+// A relative path from an SF2LOKI_* variable is read from the working
+// directory: a missing one is shown with the absolute path tried, not
+// with the configuration file's rule.
+func TestAMissingFileFromTheEnvironmentShowsThePathTried(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SF2LOKI_SINK__LOKI__AUTH_TOKEN_FILE", "no-such-token")
+	got := problemsIn(t, dir, "sink: {loki: {url: http://127.0.0.1:3100/loki/api/v1/push}}\n", config.CheckFiles())
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "sink.loki.auth_token_file: no-such-token (" + filepath.Join(cwd, "no-such-token") +
+		": a path from an SF2LOKI_* variable is read from the working directory) does not exist: correct the path, or put the file there"
+	if !strings.Contains(got, want) || strings.Contains(got, "configuration file is read") {
+		t.Errorf("problems:\n%s\nwant %q", got, want)
+	}
+}
