@@ -607,7 +607,8 @@ func TestHelmUpgradeKeepsNames(t *testing.T) {
 	// What chart 0.1.0 rendered, whatever the release's name.
 	old := func(release string) {
 		t.Helper()
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: release, Namespace: ns},
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: release, Namespace: ns,
+			Annotations: map[string]string{"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": ns}},
 			Data: map[string]string{"config.yaml": fmt.Sprintf(`coordinate:
   k8s_lease:
     lease_duration: 30s
@@ -680,6 +681,13 @@ state:
 	}
 	if got := names(out); !slices.Equal(got, oldNames) {
 		t.Errorf("the release sf2loki uses %q, want %q", got, oldNames)
+	}
+
+	// A new fullnameOverride renames the ConfigMap and would derive new
+	// names: the release's old ConfigMap is found by Helm's annotation.
+	out, err = upgrade("sf2loki", "fullnameOverride=audit")
+	if err == nil || !strings.Contains(string(out), `config.coordinate.k8s_lease.name from "sf2loki-leader" to "audit-leader"`) {
+		t.Errorf("a new fullnameOverride moved the names without a word (%v):\n%s", err, out)
 	}
 
 	// A new release (no ConfigMap yet) takes the derived names.

@@ -166,13 +166,24 @@ keepNames refuses an upgrade that would move a release's Lease or state
 object: where a name was left blank (so the chart derives it from the
 release) and the release's ConfigMap in the cluster names another one
 (charts up to 0.1.0 used sf2loki-leader and sf2loki/state.json for every
-release), the fix is to set that name. lookup reads the cluster only in
+release; a new fullnameOverride derives new names), the fix is to set that
+name. The ConfigMap is found by its name, else by Helm's release-name
+annotation (a renamed release). lookup reads the cluster only in
 helm install/upgrade (and --dry-run=server); helm template and helm lint
 see nothing and skip this: read the chart README's upgrade notes.
 */}}
 {{- define "sf2loki.keepNames" -}}
 {{- $ctx := .ctx -}}
 {{- $old := lookup "v1" "ConfigMap" $ctx.Release.Namespace (include "sf2loki.fullname" $ctx) -}}
+{{- if not $old -}}
+{{- /* A changed fullnameOverride or nameOverride renames the ConfigMap: find the release's own by Helm's annotation. */ -}}
+{{- range $cm := (lookup "v1" "ConfigMap" $ctx.Release.Namespace "").items | default list -}}
+{{- $ann := $cm.metadata.annotations | default dict -}}
+{{- if and (eq (index $ann "meta.helm.sh/release-name" | default "") $ctx.Release.Name) (index ($cm.data | default dict) "config.yaml") -}}
+{{- $old = $cm -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $oldYAML := "" -}}
 {{- if $old -}}
 {{- $oldYAML = index ($old.data | default dict) "config.yaml" | default "" -}}
