@@ -29,6 +29,16 @@ func TestEventLogFileTypesAreSalesforces(t *testing.T) {
 	if strings.Contains(msg, "API is not") {
 		t.Errorf("API refused:\n%s", msg)
 	}
+	msg = problems(t, trapsBase+"sources: {eventlogfile: {event_types: [LoginEventStream, apievent]}}\n")
+	for _, want := range []string{
+		"sources.eventlogfile.event_types: LoginEventStream is a Real-Time Event Monitoring event, not an EventLogFile event type: no file of it would ever be listed; " +
+			"stream it with sources.pubsub.topics: [/event/LoginEventStream], or poll its storage object with sources.eventlog_objects.objects: [LoginEvent]",
+		"apievent is a Real-Time Event Monitoring event, not an EventLogFile event type",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("want %q in:\n%s", want, msg)
+		}
+	}
 	msg = problems(t, "orgs: [{name: a, salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u, private_key_file: /k}, sources: {eventlogfile: {event_types: [LightningPageVeiw]}}}]\n"+
 		"sink: {loki: {url: http://loki:3100/loki/api/v1/push}}\n")
 	if !strings.Contains(msg, "orgs[0].sources.eventlogfile.event_types: LightningPageVeiw is not an EventLogFile event type: did you mean LightningPageView?") {

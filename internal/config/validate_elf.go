@@ -74,6 +74,18 @@ func (c *Config) compressionWarning() []string {
 // supportedTypesPage is Salesforce's list of EventLogFile event types.
 const supportedTypesPage = "https://developer.salesforce.com/docs/atlas.en-us.object_reference.meta/object_reference/sforce_api_objects_eventlogfile_supportedeventtypes.htm"
 
+// realTimeEventName says where a Real-Time Event Monitoring stream or
+// storage object name given as an EventLogFile type belongs ("" when t is
+// neither).
+func realTimeEventName(t string) string {
+	for _, s := range salesforce.RTEMStreams {
+		if strings.EqualFold(t, s.Stream) || strings.EqualFold(t, s.Storage) {
+			return fmt.Sprintf("stream it with sources.pubsub.topics: [/event/%s], or poll its storage object with sources.eventlog_objects.objects: [%s]", s.Stream, s.Storage)
+		}
+	}
+	return ""
+}
+
 // checkELFTypeNames checks sources.eventlogfile.event_types against the
 // types Salesforce documents (salesforce.EventLogFileTypes), matched
 // without regard to case. A name within two edits of a documented type is
@@ -86,6 +98,10 @@ func checkELFTypeNames(prefix string, types []string, add func(path, format stri
 			continue // validateOrg reports a name that is no name
 		}
 		if _, ok := salesforce.DocumentedEventLogFileType(t); ok {
+			continue
+		}
+		if where := realTimeEventName(t); where != "" {
+			add(path, "%s is a Real-Time Event Monitoring event, not an EventLogFile event type: no file of it would ever be listed; %s", t, where)
 			continue
 		}
 		closest, d := "", len(t)
