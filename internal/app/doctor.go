@@ -619,6 +619,10 @@ func checkLoki(ctx context.Context, cfg *config.Config) Check {
 			"(or /insert/loki/api/v1/push for VictoriaLogs), the tenant and credentials, and that Loki accepts structured metadata (schema v13, allow_structured_metadata)",
 			cfg.Sink.Loki.URL, rej.Status, rej.Body)}
 	}
+	if cause, ok := ports.NetworkCause(err); ok {
+		return Check{"loki", Fail, fmt.Sprintf("cannot reach Loki at %s: %s: check sink.loki.url, the host's DNS, and the proxy (HTTPS_PROXY, NO_PROXY) (%v)",
+			cfg.Sink.Loki.URL, cause, err)}
+	}
 	if err != nil {
 		return Check{"loki", Fail, fmt.Sprintf("push to %s failed: %v", cfg.Sink.Loki.URL, err)}
 	}

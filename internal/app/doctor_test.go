@@ -698,3 +698,18 @@ orgs:
 		}
 	}
 }
+
+// A Loki nobody listens for is named as unreachable, with the cause, not
+// as a failed push.
+func TestDoctorLokiUnreachableNamesTheCause(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfg, _, err := loadFile(t, fmt.Sprintf("state: {file: {path: %s/s.json}}\nsink: {loki: {url: http://%s/loki/api/v1/push}}\n", t.TempDir(), addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checkLoki(t.Context(), cfg)
+	if c.Status != Fail || !strings.HasPrefix(c.Detail, "cannot reach Loki at http://"+addr+"/loki/api/v1/push: the connection to "+addr+" was refused") ||
+		!strings.Contains(c.Detail, "check sink.loki.url") {
+		t.Errorf("loki row: %+v", c)
+	}
+}
