@@ -31,7 +31,7 @@ func TestLokiURLWithoutPushPathWarns(t *testing.T) {
 		"http://loki:3100/loki/api/v1/push/":               "did you mean http://loki:3100/loki/api/v1/push?",
 		"http://loki:3100/loki/api/v1/query_range":         "did you mean http://loki:3100/loki/api/v1/push?",
 		"https://gw.example.com/logs":                      "did you mean https://gw.example.com/logs/loki/api/v1/push?",
-		"https://u:pw-s3cr3t@gw.example.com":               "did you mean https://u:xxxxx@gw.example.com/loki/api/v1/push?",
+		"https://u:pw-s3cr3t@gw.example.com":               "did you mean the path /loki/api/v1/push?",
 		"http://loki:3100/loki/api/v1/push":                "",
 		"https://gw.example.com/tenant-a/loki/api/v1/push": "",
 		"http://victorialogs:9428/insert/loki/api/v1/push": "",

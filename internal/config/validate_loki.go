@@ -94,7 +94,11 @@ func lokiPushURL(u *url.URL) (string, bool) {
 		}
 		p += rest
 	}
+	if u.User != nil {
+		// The password is redacted: a url to copy would carry "xxxxx".
+		return "the path " + p, true
+	}
 	want := *u
 	want.Path, want.RawPath = p, ""
-	return want.Redacted(), true
+	return want.String(), true
 }
