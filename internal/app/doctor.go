@@ -146,6 +146,10 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 		r.ExitCode = ExitInvalidConfig
 		return r
 	}
+	if log := libraryLogger(ctx); log != nil {
+		// The clients' own log lines (the AWS SDK's) pass the redaction too.
+		ctx = withLibraryLogger(ctx, redactLogger(log, cfg))
+	}
 	r.Checks = append(r.Checks, Check{"config", Pass, fmt.Sprintf("coordinate.type %s, state.store %s", cfg.Coordinate.Type, cfg.State.Store)})
 	for _, w := range warnings {
 		if strings.Contains(w, config.UnsaltedHashAdvice) {
