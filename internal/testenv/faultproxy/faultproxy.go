@@ -288,7 +288,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	r = p.keepBody(r.WithContext(context.WithValue(r.Context(), receivedKey{}, time.Now())))
 	rule := p.pick(r)
 	if rule == nil {
-		p.rp.ServeHTTP(w, r)
+		p.rp.ServeHTTP(onward(w, r))
 		return
 	}
 	name := rule.Name
@@ -335,9 +335,27 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			p.reset(w, nil)
 			return
 		}
-		p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, name)))
+		p.rp.ServeHTTP(onward(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, name))))
 	}
 }
+
+// onward is a request as the proxy forwards it. A write carries on to the
+// server when its client hangs up mid-flight (a killed replica): the server
+// may apply it all the same, as a real one would, and the request log must
+// then show what the server answered, or a test that rebuilds a document's
+// history from the log misses an applied write. Reads follow their client,
+// so a watch ends with it.
+func onward(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return w, r
+	}
+	// The plain writer hides http.CloseNotifier, which the reverse proxy
+	// consults when the request's context cannot end.
+	return plainWriter{w}, r.WithContext(context.WithoutCancel(r.Context()))
+}
+
+// plainWriter is an http.ResponseWriter and nothing else.
+type plainWriter struct{ http.ResponseWriter }
 
 func (p *Proxy) respond(w http.ResponseWriter, rule *Rule) {
 	for k, vs := range rule.Header {
@@ -369,6 +387,7 @@ func (p *Proxy) forward(r *http.Request) (*forwardedResponse, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, r = onward(nil, r)
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	// Keep the client's Host header: signed requests (SigV4) cover it.
