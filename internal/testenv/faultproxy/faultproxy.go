@@ -114,6 +114,10 @@ type Proxy struct {
 	requests []Request
 	capture  func(*http.Request) bool
 	closing  chan struct{} // closed first when the proxy stops: delays end
+	// detached ends when the proxy stops: the writes that outlive their
+	// clients (onward) end with it, so a hung server cannot hold the stop.
+	detached context.Context
+	stop     context.CancelFunc
 }
 
 // New starts a proxy in front of target and closes it when t ends.
@@ -149,8 +153,10 @@ func New(t testing.TB, target string) *Proxy {
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	p.URL = p.srv.URL
 	p.closing = make(chan struct{})
+	p.detached, p.stop = context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		close(p.closing)
+		p.stop()
 		p.srv.Close()
 	})
 	return p
@@ -288,7 +294,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	r = p.keepBody(r.WithContext(context.WithValue(r.Context(), receivedKey{}, time.Now())))
 	rule := p.pick(r)
 	if rule == nil {
-		p.rp.ServeHTTP(onward(w, r))
+		p.rp.ServeHTTP(p.onward(w, r))
 		return
 	}
 	name := rule.Name
@@ -335,7 +341,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			p.reset(w, nil)
 			return
 		}
-		p.rp.ServeHTTP(onward(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, name))))
+		p.rp.ServeHTTP(p.onward(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, name))))
 	}
 }
 
@@ -344,14 +350,16 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 // may apply it all the same, as a real one would, and the request log must
 // then show what the server answered, or a test that rebuilds a document's
 // history from the log misses an applied write. Reads follow their client,
-// so a watch ends with it.
-func onward(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
+// so a watch ends with it. A detached write still ends when the proxy stops.
+func (p *Proxy) onward(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return w, r
 	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	context.AfterFunc(p.detached, cancel)
 	// The plain writer hides http.CloseNotifier, which the reverse proxy
 	// consults when the request's context cannot end.
-	return plainWriter{w}, r.WithContext(context.WithoutCancel(r.Context()))
+	return plainWriter{w}, r.WithContext(ctx)
 }
 
 // plainWriter is an http.ResponseWriter and nothing else.
@@ -387,7 +395,7 @@ func (p *Proxy) forward(r *http.Request) (*forwardedResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, r = onward(nil, r)
+	_, r = p.onward(nil, r)
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	// Keep the client's Host header: signed requests (SigV4) cover it.
