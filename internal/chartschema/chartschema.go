@@ -73,7 +73,7 @@ func Merge(cfgData, chartData []byte) ([]byte, error) {
 const envReference = `^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`
 
 // loosen widens every type of the schema to what the loader accepts: a
-// plain string also takes a number; an integer, a number or a boolean also
+// string without a pattern or a format also takes a number; an integer, a number or a boolean also
 // takes a string holding a ${VAR} reference (pattern applies to strings
 // only, minimum and maximum to numbers only, so both keep their meaning).
 // Enumerations stay as they are.
@@ -83,7 +83,14 @@ func loosen(v any) {
 		if _, enum := v["enum"]; !enum {
 			switch t := v["type"]; t {
 			case "string":
-				v["type"] = []any{"string", "number"}
+				// A pattern or a format constrains strings only: a number
+				// would slip past it (a duration without a unit, a URL),
+				// and the loader refuses those.
+				_, pattern := v["pattern"]
+				_, format := v["format"]
+				if !pattern && !format {
+					v["type"] = []any{"string", "number"}
+				}
 			case "integer", "number", "boolean":
 				if _, has := v["pattern"]; !has {
 					v["type"] = []any{t, "string"}

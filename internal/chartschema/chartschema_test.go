@@ -68,7 +68,9 @@ func TestMergeLoosensToWhatTheLoaderAccepts(t *testing.T) {
 		"rate": {"type": "number", "minimum": 0},
 		"on": {"type": "boolean"},
 		"mode": {"type": "string", "enum": ["a", "b"]},
-		"size": {"type": ["string", "number"], "pattern": "^[0-9]+$"}}}`
+		"size": {"type": ["string", "number"], "pattern": "^[0-9]+$"},
+		"timeout": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+		"url": {"type": "string", "format": "uri"}}}`
 	out, err := Merge([]byte(cfg), []byte(`{"properties": {}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +89,9 @@ func TestMergeLoosensToWhatTheLoaderAccepts(t *testing.T) {
 	for name, want := range map[string]string{
 		"tenant": `["string","number"]`, "rate": `["number","string"]`, "on": `["boolean","string"]`,
 		"mode": `"string"`, "size": `["string","number"]`,
+		// A pattern or a format holds only for strings: widened, a bare
+		// number (a duration without a unit) would pass.
+		"timeout": `"string"`, "url": `"string"`,
 	} {
 		b, _ := json.Marshal(p[name]["type"])
 		if string(b) != want {

@@ -176,7 +176,7 @@ see nothing and skip this: read the chart README's upgrade notes.
 {{- $ctx := .ctx -}}
 {{- $old := lookup "v1" "ConfigMap" $ctx.Release.Namespace (include "sf2loki.fullname" $ctx) -}}
 {{- if not $old -}}
-{{- /* A changed fullnameOverride or nameOverride renames the ConfigMap: find the release's own by Helm's annotation. */ -}}
+{{- /* A changed fullnameOverride renames the ConfigMap: find the release's own by Helm's annotation. */ -}}
 {{- range $cm := (lookup "v1" "ConfigMap" $ctx.Release.Namespace "").items | default list -}}
 {{- $ann := $cm.metadata.annotations | default dict -}}
 {{- if and (eq (index $ann "meta.helm.sh/release-name" | default "") $ctx.Release.Name) (index ($cm.data | default dict) "config.yaml") -}}
