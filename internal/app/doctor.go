@@ -3,6 +3,8 @@ package app
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -618,19 +620,36 @@ func checkLoki(ctx context.Context, cfg *config.Config) Check {
 		Labels:   map[string]string{"source": "sf2loki-doctor"},
 		Metadata: map[string]string{"doctor_check": "structured_metadata"}}
 	err = sink.Push(ctx, []ports.Entry{e})
+	shown, _ := loki.Secrets(loki.Config{URL: cfg.Sink.Loki.URL}) // the URL without its password
 	if rej := (*loki.RejectingError)(nil); errors.As(err, &rej) {
 		return Check{"loki", Fail, fmt.Sprintf("%s answered %d %q to a push of one entry with structured metadata: check that the URL ends in /loki/api/v1/push "+
 			"(or /insert/loki/api/v1/push for VictoriaLogs), the tenant and credentials, and that Loki accepts structured metadata (schema v13, allow_structured_metadata)",
-			cfg.Sink.Loki.URL, rej.Status, rej.Body)}
+			shown, rej.Status, rej.Body)}
 	}
-	if cause, ok := ports.NetworkCause(err); ok {
+	// A certificate Loki's host presents but this one does not trust is
+	// reached, not unreachable: the push's own error names the TLS fix.
+	if cause, ok := ports.NetworkCause(err); ok && !isTLSError(err) {
 		return Check{"loki", Fail, fmt.Sprintf("cannot reach Loki at %s: %s: check sink.loki.url, the host's DNS, and the proxy (HTTPS_PROXY, NO_PROXY) (%v)",
-			cfg.Sink.Loki.URL, cause, err)}
+			shown, cause, err)}
 	}
 	if err != nil {
-		return Check{"loki", Fail, fmt.Sprintf("push to %s failed: %v", cfg.Sink.Loki.URL, err)}
+		return Check{"loki", Fail, fmt.Sprintf("push to %s failed: %v", shown, err)}
 	}
-	return Check{"loki", Pass, fmt.Sprintf("pushed one entry with structured metadata to %s (source=sf2loki-doctor)", cfg.Sink.Loki.URL)}
+	return Check{"loki", Pass, fmt.Sprintf("pushed one entry with structured metadata to %s (source=sf2loki-doctor)", shown)}
+}
+
+// isTLSError reports a TLS handshake that failed on the certificate or the
+// protocol: the server answered.
+func isTLSError(err error) bool {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verify    *tls.CertificateVerificationError
+		record    tls.RecordHeaderError
+	)
+	return errors.As(err, &unknownCA) || errors.As(err, &hostErr) || errors.As(err, &invalid) ||
+		errors.As(err, &verify) || errors.As(err, &record)
 }
 
 func k8sProbe(ctx context.Context, l config.K8sLease, ttl time.Duration, members bool) []Check {

@@ -713,3 +713,26 @@ func TestDoctorLokiUnreachableNamesTheCause(t *testing.T) {
 		t.Errorf("loki row: %+v", c)
 	}
 }
+
+// TestDoctorLokiRowsNameTheRightFix: a password in the URL, however short,
+// is not printed; a Loki whose certificate this host does not trust was
+// reached, and its row names the TLS fix, not the network.
+func TestDoctorLokiRowsNameTheRightFix(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfg, _, err := loadFile(t, fmt.Sprintf("state: {file: {path: %s/s.json}}\nsink: {loki: {url: 'http://u:admin@%s/loki/api/v1/push'}}\n", t.TempDir(), addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := checkLoki(t.Context(), cfg); c.Status != Fail || strings.Contains(c.Detail, "admin") {
+		t.Errorf("loki row shows the password: %+v", c)
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer srv.Close()
+	cfg, _, err = loadFile(t, fmt.Sprintf("state: {file: {path: %s/s.json}}\nsink: {loki: {url: %s/loki/api/v1/push}}\n", t.TempDir(), srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := checkLoki(t.Context(), cfg); c.Status != Fail || strings.HasPrefix(c.Detail, "cannot reach") || !strings.Contains(c.Detail, "ca_file") {
+		t.Errorf("loki row for an untrusted certificate: %+v", c)
+	}
+}
