@@ -61,9 +61,14 @@ func notListedText(s salesforce.RTEMStream, named bool) string {
 		"(Shield or Event Monitoring); %s", s.Stream, streamingOffText(s, named))
 }
 
-// namedTopics is the set of topics sources.pubsub.topics names.
+// namedTopics is the set of topics sources.pubsub.topics names: none
+// beside "*", which finds every stream again, named or not (only an
+// exclude leaves one out).
 func namedTopics(topics []string) map[string]bool {
 	out := map[string]bool{}
+	if slices.Contains(topics, "*") {
+		return out
+	}
 	for _, t := range topics {
 		out[t] = true
 	}
