@@ -273,7 +273,7 @@ func runBackfill(cmd *cobra.Command, o backfillOptions) error {
 	ctx, stopSignals := onSignals(cmd.Context())
 	defer stopSignals()
 	clk := clock.New()
-	all, err := loadConfig(cmd, o.config, config.CheckFiles())
+	all, err := loadConfig(cmd, o.config, config.CheckFilesOf(o.org))
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,9 @@ type Config struct {
 	// checkFiles makes Load read the files the configuration names
 	// (CheckFiles). Never loaded.
 	checkFiles bool `yaml:"-" mapstructure:"-"`
+	// filesOf, when set, narrows checkFiles to what a command of one org
+	// reads (CheckFilesOf).
+	filesOf *string `yaml:"-" mapstructure:"-"`
 }
 
 // Org is one entry of orgs: a Salesforce org and what to ingest from it.

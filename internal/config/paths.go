@@ -122,6 +122,14 @@ func CheckFiles() Option {
 	return func(c *Config) { c.checkFiles = true }
 }
 
+// CheckFilesOf is CheckFiles for a command that works on one org
+// (backfill --org): it reads that org's files, the sink's and the state
+// store's, not the other orgs', the coordinator's or the telemetry's,
+// which such a command never opens.
+func CheckFilesOf(org string) Option {
+	return func(c *Config) { c.checkFiles, c.filesOf = true, &org }
+}
+
 // fileProblems reads each file c names that the daemon reads at start.
 func (c *Config) fileProblems() []Problem {
 	if !c.checkFiles {
@@ -157,7 +165,10 @@ func (c *Config) fileProblems() []Problem {
 		}
 		return b, true
 	}
-	for _, o := range c.orgSections() {
+	for i, o := range c.orgSections() {
+		if c.filesOf != nil && i > 0 && c.Orgs[i-1].Name != *c.filesOf {
+			continue // another org's: this command does not read it
+		}
 		p, sf := o.prefix, o.sf
 		switch sf.AuthMode {
 		case salesforce.JWTBearer:
@@ -186,6 +197,12 @@ func (c *Config) fileProblems() []Problem {
 		read("sink.loki.tls.ca_file", l.TLS.CAFile, true)
 		read("sink.loki.tls.cert_file", l.TLS.CertFile, true)
 		read("sink.loki.tls.key_file", l.TLS.KeyFile, true)
+	}
+	if c.filesOf != nil {
+		if c.State.Store == StoreGCS {
+			read("state.gcs.service_file", c.State.GCS.ServiceFile, true)
+		}
+		return problems
 	}
 	if t := c.Service.Telemetry; t.Enabled && t.Auth == "basic" && strings.TrimSpace(t.BasicAuthToken) == "" {
 		read("service.telemetry.basic_auth_token_file", t.BasicAuthTokenFile, false)

@@ -203,3 +203,29 @@ func TestAMissingFileFromTheEnvironmentShowsThePathTried(t *testing.T) {
 		t.Errorf("problems:\n%s\nwant %q", got, want)
 	}
 }
+
+// TestCheckFilesOfReadsOnlyWhatTheOrgsCommandReads: backfill --org uat
+// reads uat's key, the sink's and the state's files; prod's key and the
+// coordinator's kubeconfig (absent on a workstation) are not its concern.
+func TestCheckFilesOfReadsOnlyWhatTheOrgsCommandReads(t *testing.T) {
+	dir := t.TempDir()
+	mkfile(t, filepath.Join(dir, "uat-secret"), "s3cret\n")
+	yaml := "coordinate: {type: k8s_lease, k8s_lease: {name: l, namespace: n, kubeconfig: /in-cluster-only/kubeconfig}}\n" +
+		"state: {store: s3, s3: {bucket: b, region: r}}\n" +
+		"sink: {loki: {url: http://loki:3100/loki/api/v1/push}}\n" +
+		"orgs:\n" +
+		"  - {name: prod, salesforce: {auth_mode: client_credentials, login_url: 'https://p.my.salesforce.com', client_id: c, client_secret_file: /run/secrets/prod}, sources: {synthetic: {rate: 1}}}\n" +
+		"  - {name: uat, salesforce: {auth_mode: client_credentials, login_url: 'https://u.my.salesforce.com', client_id: c, client_secret_file: uat-secret}, sources: {synthetic: {rate: 1}}}\n"
+	path := writeIn(t, dir, yaml)
+	if _, _, err := config.Load(path, config.CheckFilesOf("uat")); err != nil {
+		t.Fatalf("backfill --org uat: %v", err)
+	}
+	msg := problemsIn(t, dir, yaml, config.CheckFilesOf("prod"))
+	if !strings.Contains(msg, "orgs[0].salesforce.client_secret_file: /run/secrets/prod does not exist") || strings.Contains(msg, "kubeconfig") {
+		t.Errorf("backfill --org prod:\n%s", msg)
+	}
+	msg = problemsIn(t, dir, yaml, config.CheckFiles())
+	if !strings.Contains(msg, "/run/secrets/prod") || !strings.Contains(msg, "kubeconfig") {
+		t.Errorf("run reads every file:\n%s", msg)
+	}
+}
