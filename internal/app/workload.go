@@ -375,7 +375,7 @@ func newLokiSink(c config.LokiSink, log *slog.Logger, t *Telemetry) (*loki.Sink,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	token := c.AuthToken
+	token := strings.TrimSpace(c.AuthToken) // a blank token is not set
 	if token == "" && c.AuthTokenFile != "" {
 		b, err := os.ReadFile(c.AuthTokenFile)
 		if err != nil {

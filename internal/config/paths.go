@@ -191,7 +191,7 @@ func (c *Config) fileProblems() []Problem {
 		}
 	}
 	if l := c.Sink.Loki; l.URL != "" {
-		if l.AuthToken == "" {
+		if strings.TrimSpace(l.AuthToken) == "" {
 			read("sink.loki.auth_token_file", l.AuthTokenFile, false)
 		}
 		read("sink.loki.tls.ca_file", l.TLS.CAFile, true)

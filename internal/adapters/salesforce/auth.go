@@ -440,7 +440,7 @@ func parseKeyBlock(block *pem.Block) (*rsa.PrivateKey, error) {
 // *KeyError naming the file.
 func LoadSecret(what, value, file string) (string, error) {
 	from := what
-	if value == "" && file != "" {
+	if strings.TrimSpace(value) == "" && file != "" { // a blank value is not set
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return "", fmt.Errorf("salesforce: %s_file %s %s (%w)", what, file, FileProblem(err), bareErr(err))

@@ -397,6 +397,11 @@ func TestLoadSecret(t *testing.T) {
 	if s, err := salesforce.LoadSecret("client_secret", "", write("ok", "  s3cret\n")); err != nil || s != "s3cret" {
 		t.Fatalf("%q %v", s, err)
 	}
+	// A blank value (an SF2LOKI_* variable set to a space) is not set: the
+	// file is read, as check says.
+	if s, err := salesforce.LoadSecret("client_secret", " ", write("ok2", "s3cret\n")); err != nil || s != "s3cret" {
+		t.Fatalf("a blank value beside a file: %q, %v; want the file's secret", s, err)
+	}
 	if _, err := salesforce.LoadSecret("client_secret", "", write("blank", " \n")); err == nil || !strings.Contains(err.Error(), "blank secret is a missing secret") {
 		t.Fatalf("blank file: %v", err)
 	}
