@@ -41,9 +41,18 @@ type LeaseStore struct{ ports.ObjectCAS }
 // StateStore is the object that holds the checkpoint document.
 type StateStore struct{ ports.ObjectCAS }
 
-// Fence is what the committer checks before every write: the lease keeper's
-// CheckFence, or nil for a single instance.
-type Fence func() error
+// Fence is what the committer checks before every write and the pipeline
+// before and during every push: the lease keeper's FenceDeadline, or nil
+// for a single instance.
+type Fence func() (deadline time.Time, err error)
+
+// check is the fence as the committer asks it (nil for none).
+func (f Fence) check() func() error {
+	if f == nil {
+		return nil
+	}
+	return func() error { _, err := f(); return err }
+}
 
 // Coordinator is what the daemon needs of a leadership coordinator.
 type Coordinator interface {
@@ -238,7 +247,7 @@ func provideKeeper(cfg *config.Config, lease LeaseStore, state StateStore, clk p
 func keeperCoordinator(k *domain.LeaseKeeper) Coordinator { return k }
 
 // keeperFence is the only way a fence enters the graph: the keeper's.
-func keeperFence(k *domain.LeaseKeeper) Fence { return k.CheckFence }
+func keeperFence(k *domain.LeaseKeeper) Fence { return k.FenceDeadline }
 
 func provideSoleLeader(clk ports.Clock) Coordinator {
 	return domain.NewSoleLeader(HolderID(""), clk)
@@ -248,7 +257,7 @@ func provideSoleLeader(clk ports.Clock) Coordinator {
 func noFence() Fence { return nil }
 
 func provideCommitter(cfg *config.Config, state StateStore, clk ports.Clock, fence Fence, t *Telemetry, log *slog.Logger, older OlderLayouts) (*domain.CheckpointCommitter, error) {
-	c := domain.CommitterConfig{Fence: fence, Observer: t.ForShard(cfg.ShardName), Logger: log, Org: cfg.ShardName}
+	c := domain.CommitterConfig{Fence: fence.check(), Observer: t.ForShard(cfg.ShardName), Logger: log, Org: cfg.ShardName}
 	if older != nil {
 		c.Older = older(cfg.ShardName)
 	}

@@ -46,6 +46,7 @@ type Telemetry struct {
 	transitions  metric.Int64Counter
 	renewFails   metric.Int64Counter
 	commits      metric.Int64Counter
+	pushesFenced metric.Int64Counter
 	commitTime   metric.Float64Histogram
 	requests     metric.Int64Counter
 	sfThrottled  metric.Int64Counter
@@ -288,6 +289,10 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	counter(&t.transitions, "sf2loki_lease_transitions", "Lease transitions by kind.")
 	counter(&t.renewFails, "sf2loki_lease_renew_failures", "Renewal rounds that failed without losing the lease.")
 	counter(&t.commits, "sf2loki_checkpoint_commits", "Checkpoint writes by outcome: ok, conflict, fenced, recovered, error.")
+	counter(&t.pushesFenced, "sf2loki_pushes_fenced", "Pushes to Loki the lease fence stopped (before they were sent, or while they were being sent): each batch is abandoned uncommitted, and the next leader re-ingests it.")
+	if t.pushesFenced != nil {
+		t.pushesFenced.Add(context.Background(), 0) // exported from the start: the first one shows as an increase
+	}
 	t.commitTime, err = m.Float64Histogram("sf2loki_checkpoint_commit_duration", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(secondBuckets...),
 		metric.WithDescription("Time to write a checkpoint, retries included."))
 	errs = append(errs, err)
@@ -574,6 +579,8 @@ func (t *Telemetry) observe(e domain.Event, log *slog.Logger) {
 		t.commit(ctx, "fenced", e)
 	case domain.EventCommitFailed:
 		t.commit(ctx, "error", e)
+	case domain.EventPushFenced:
+		t.pushesFenced.Add(ctx, 1)
 	}
 	if e.Kind == domain.EventRecoveredLostAck {
 		if e.Holder == "" { // from the committer
@@ -611,7 +618,7 @@ func logEvent(log *slog.Logger, e domain.Event) {
 			level = slog.LevelDebug
 		}
 	case domain.EventRenewFailed, domain.EventFenced, domain.EventRecoveredLostAck,
-		domain.EventConflict, domain.EventCommitFenced, domain.EventCommitFailed:
+		domain.EventConflict, domain.EventCommitFenced, domain.EventCommitFailed, domain.EventPushFenced:
 		level = slog.LevelWarn
 	}
 	msg := "sf2loki " + string(e.Kind)
@@ -635,6 +642,8 @@ func logEvent(log *slog.Logger, e domain.Event) {
 		msg = fmt.Sprintf("standby: another replica won the lease first (epoch %d)", e.Epoch)
 	case domain.EventClaimed:
 		msg = fmt.Sprintf("leading: the checkpoint document is stamped with epoch %d", e.Epoch)
+	case domain.EventPushFenced:
+		msg = "a push to Loki was stopped: this replica's lease fence closed"
 	}
 	args := []any{"event", string(e.Kind), "epoch", e.Epoch, "backend", e.Backend, "reason", e.Reason}
 	if e.LeaseHolder != "" {

@@ -30,7 +30,7 @@ func buildNoop(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) 
 		return nil, nil, err
 	}
 	sharedSink := sh.Sink
-	workload, cleanup2, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink)
+	workload, cleanup2, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink, fence)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -72,7 +72,7 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides, sh Sha
 		return nil, nil, err
 	}
 	sharedSink := sh.Sink
-	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink)
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink, fence)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -116,7 +116,7 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 		return nil, nil, err
 	}
 	sharedSink := sh.Sink
-	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink)
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink, fence)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -160,7 +160,7 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides, sh Share
 		return nil, nil, err
 	}
 	sharedSink := sh.Sink
-	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink)
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink, fence)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -204,7 +204,7 @@ func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 		return nil, nil, err
 	}
 	sharedSink := sh.Sink
-	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink)
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink, fence)
 	if err != nil {
 		cleanup2()
 		cleanup()

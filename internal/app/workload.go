@@ -65,14 +65,14 @@ func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
 // provideWorkload builds the pipeline when a source is enabled; otherwise
 // the leader holds leadership and ingests nothing. The cleanup closes the
 // sources' clients (the Pub/Sub connection).
-func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry, sink SharedSink) (Workload, func(), error) {
+func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry, sink SharedSink, fence Fence) (Workload, func(), error) {
 	if o.Workload != nil {
 		if t != nil {
 			t.addLanes(cfg.ShardName, nil)
 		}
 		return o.Workload, func() {}, nil
 	}
-	w, err := newWorkload(cfg, clk, log, t, sink)
+	w, err := newWorkload(cfg, clk, log, t, sink, fence)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -105,7 +105,7 @@ func OnceSink(cfg *config.Config, log *slog.Logger, t *Telemetry) SharedSink {
 	return sync.OnceValues(func() (*loki.Sink, error) { return newLokiSink(cfg.Sink.Loki, log, t) })
 }
 
-func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry, shared SharedSink) (Workload, error) {
+func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry, shared SharedSink, fence Fence) (Workload, error) {
 	var sources []ports.Source
 	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
 		sh, err := sourceShaper(cfg, "synthetic", t)
@@ -144,8 +144,10 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 	var (
 		produced func(string) func(ports.Entry)
 		ages     *checkpointAges
+		observer domain.Observer
 	)
 	if t != nil {
+		observer = t.ForShard(cfg.ShardName)
 		sink = t.lagSink(cfg.ShardName, sink, clk)
 		produced = t.newIngestCounter(cfg.ShardName, ingestSeed(cfg)).produced
 		names := make([]string, 0, len(sources))
@@ -161,7 +163,7 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 	}
 	p, err := domain.NewPipeline(sink, clk, domain.PipelineConfig{Realtime: realtime, Bulk: bulk, StallTimeout: cfg.EffectiveStallTimeout(),
 		MaxInFlight: cfg.Sink.Loki.MaxInFlight, ReorderWindow: cfg.Sink.Loki.ReorderWindow, CommitInterval: cfg.EffectiveCommitInterval(),
-		Egress: egress, Produced: produced, Logger: log})
+		Egress: egress, Produced: produced, Fence: fence, Observer: observer, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -156,7 +156,7 @@ func (p *Pipeline) mayGo(l *lane, f *flight) bool {
 // pushFlight pushes f's lines, retrying transient refusals until drain
 // ends. A fatal error is reported through fail at once.
 func (p *Pipeline) pushFlight(drain context.Context, l *lane, f *flight, fail func(error)) error {
-	err := p.untilDone(drain, "push", func() error { return p.sink.Push(drain, f.lines) })
+	err := p.untilDone(drain, "push", func() error { return p.push(drain, f.lines) })
 	switch {
 	case err == nil:
 		l.live.progress(p.clock.Now())
@@ -168,6 +168,63 @@ func (p *Pipeline) pushFlight(drain context.Context, l *lane, f *flight, fail fu
 		fail(err)
 		return err
 	}
+}
+
+// push sends lines once, inside the fence (PipelineConfig.Fence): the
+// fence is asked first; the push's context ends when the fence closes (at
+// its deadline, unless a renewal moved it); and the sink asks the fence
+// again just before each request (ports.SendGate). A push the fence stopped abandons its batch
+// uncommitted, is reported (EventPushFenced) and is not retried.
+func (p *Pipeline) push(ctx context.Context, lines []ports.Entry) error {
+	fence := p.cfg.Fence
+	if fence == nil {
+		return p.sink.Push(ctx, lines)
+	}
+	deadline, err := fence()
+	if err != nil {
+		return p.fenced(len(lines), err)
+	}
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if !deadline.IsZero() {
+		t := p.clock.NewTimer(deadline.Sub(p.clock.Now()))
+		defer t.Stop()
+		go func() {
+			for {
+				select {
+				case <-t.C():
+					d, err := fence()
+					if err != nil {
+						cancel(err)
+						return
+					}
+					t.Reset(d.Sub(p.clock.Now())) // a renewal moved the deadline
+				case <-pctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	gate := func() error { _, err := fence(); return err }
+	err = p.sink.Push(ports.WithSendGate(pctx, gate), lines)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() == nil && pctx.Err() != nil:
+		return p.fenced(len(lines), context.Cause(pctx))
+	case errors.Is(err, ports.ErrGateClosed) || errors.Is(err, ErrFenced):
+		return p.fenced(len(lines), err)
+	}
+	return err
+}
+
+// fenced reports a push the fence stopped and abandons its batch.
+func (p *Pipeline) fenced(entries int, err error) error {
+	if p.cfg.Observer != nil {
+		p.cfg.Observer.Observe(Event{Kind: EventPushFenced, At: p.clock.Now(), Err: err,
+			Reason: fmt.Sprintf("a push of %d entries was stopped by the lease fence; the batch is abandoned uncommitted and the next leader re-ingests it", entries)})
+	}
+	return &stopRetrying{errAbandoned}
 }
 
 // land records f's outcome and releases, in the lane's order, every flight

@@ -317,6 +317,14 @@ func (k *LeaseKeeper) Epoch() uint64 {
 // *FenceError (ErrFenced) once leadership was lost or the self-fencing
 // deadline has passed, even if the renewal loop is stuck in a request.
 func (k *LeaseKeeper) CheckFence() error {
+	_, err := k.FenceDeadline()
+	return err
+}
+
+// FenceDeadline is CheckFence with, while the fence is open, the moment it
+// closes unless a renewal lands first: a push may run until then and no
+// longer.
+func (k *LeaseKeeper) FenceDeadline() (time.Time, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.role != RoleLeader {
@@ -324,13 +332,13 @@ func (k *LeaseKeeper) CheckFence() error {
 		if reason == "" {
 			reason = "never acquired"
 		}
-		return &FenceError{Holder: k.cfg.Holder, Lease: k.cas.String(), Reason: reason}
+		return time.Time{}, &FenceError{Holder: k.cfg.Holder, Lease: k.cas.String(), Reason: reason}
 	}
 	if now := k.clock.Now(); !now.Before(k.deadline) {
-		return &FenceError{Holder: k.cfg.Holder, Lease: k.cas.String(),
+		return time.Time{}, &FenceError{Holder: k.cfg.Holder, Lease: k.cas.String(),
 			Reason: fmt.Sprintf("self-fencing deadline passed %s ago without a successful renewal", now.Sub(k.deadline))}
 	}
-	return nil
+	return k.deadline, nil
 }
 
 // emit reports events; never call it with k.mu held.

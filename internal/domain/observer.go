@@ -46,6 +46,9 @@ const (
 	EventConflict EventKind = "conflict"
 	// EventCommitFenced: a checkpoint write was refused by the fence.
 	EventCommitFenced EventKind = "commit_fenced"
+	// EventPushFenced: a push was stopped by the fence (before it was sent,
+	// or while it was being sent); its batch is abandoned uncommitted.
+	EventPushFenced EventKind = "push_fenced"
 	// EventCommitFailed: a checkpoint write failed for another reason.
 	EventCommitFailed EventKind = "commit_failed"
 )

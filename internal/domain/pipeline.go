@@ -76,6 +76,15 @@ type PipelineConfig struct {
 	// entry, so it must be cheap, and safe for concurrent use (a source may
 	// emit from several goroutines).
 	Produced func(source string) func(ports.Entry)
+	// Fence, if set, is asked before every push and, through the push's
+	// context (ports.SendGate), by the sink just before each request: an
+	// error (ErrFenced) abandons the batch uncommitted; the push's context
+	// ends when the fence closes (at its deadline, unless a renewal moved
+	// it). The lease keeper's FenceDeadline; nil for a single instance.
+	Fence func() (deadline time.Time, err error)
+	// Observer, if set, is told of each push the fence stopped
+	// (EventPushFenced).
+	Observer Observer
 	Logger   *slog.Logger
 }
 

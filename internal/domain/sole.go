@@ -74,6 +74,9 @@ func (s *SoleLeader) set(r Role, why string) {
 // CheckFence always passes: a single instance has nobody to be fenced by.
 func (s *SoleLeader) CheckFence() error { return nil }
 
+// FenceDeadline is always open, with no deadline (the zero time).
+func (s *SoleLeader) FenceDeadline() (time.Time, error) { return time.Time{}, nil }
+
 // Status reports the role.
 func (s *SoleLeader) Status() Status {
 	s.mu.Lock()

@@ -2,8 +2,8 @@
 // outside world: ObjectCAS (one small document with compare-and-swap), Clock
 // (time, injectable so the core is deterministic under test), and Source and
 // Sink (what produces entries and where they are pushed), together with the
-// sentinel errors and the transient-error classification every adapter must
-// honour.
+// sentinel errors, the transient-error classification and the send gate
+// (a lease fence carried by a push's context) every adapter must honour.
 //
 // Imports: the standard library only. The domain (internal/domain) depends on
 // this package; adapters (internal/adapters/...) implement it. The contract

@@ -616,6 +616,8 @@ func (s *Sink) send(ctx context.Context, batch []ports.Entry) (int, string, erro
 			return status, "", nil
 		case err == nil && (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge):
 			return status, answer, nil
+		case errors.Is(err, ports.ErrGateClosed):
+			return 0, "", err // the leader may no longer write: no retry
 		case ctx.Err() != nil:
 			return 0, "", ports.Transient("push", ctx.Err())
 		case err != nil:
@@ -664,6 +666,12 @@ const answerBytes = 512
 // post sends one request and returns the status, a Retry-After hint and,
 // for a non-2xx answer, the start of its body.
 func (s *Sink) post(ctx context.Context, body []byte) (int, time.Duration, string, error) {
+	// The leader's fence (a send gate) is asked just before each attempt;
+	// a request under way ends with ctx, which the pipeline ends when the
+	// fence closes.
+	if err := ports.SendGate(ctx); err != nil {
+		return 0, 0, "", err
+	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.cfg.URL, bytes.NewReader(body))

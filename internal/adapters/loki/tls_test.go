@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/loki"
+	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
@@ -84,45 +86,51 @@ func TestPushOverMutualTLS(t *testing.T) {
 			"does not hold sink.loki.tls.server_name loki.example"},
 		{"insecure_skip_verify", loki.TLS{CertFile: client.CertFile, KeyFile: client.KeyFile, InsecureSkipVerify: true}, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			logs := &bytes.Buffer{}
-			before := len(srv.rc.entries)
-			s := newSink(t, srv.URL, func(c *loki.Config) {
-				c.TLS, c.Attempts = tc.tls, 1
-				c.Headers = map[string]string{"X-Api-Key": "k3y-0f-the-gateway", "X-Team": "secops"}
-				c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		for _, gated := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s gated=%v", tc.name, gated), func(t *testing.T) {
+				logs := &bytes.Buffer{}
+				before := len(srv.rc.entries)
+				s := newSink(t, srv.URL, func(c *loki.Config) {
+					c.TLS, c.Attempts = tc.tls, 1
+					c.Headers = map[string]string{"X-Api-Key": "k3y-0f-the-gateway", "X-Team": "secops"}
+					c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+				})
+				ctx := t.Context()
+				if gated { // a leader's push, under its lease fence (open)
+					ctx = ports.WithSendGate(ctx, func() error { return nil })
+				}
+				err := s.Push(ctx, batch(3))
+				warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "anyone on the network path can read and forge")
+				if warned != tc.tls.InsecureSkipVerify {
+					t.Errorf("insecure_skip_verify %v, warned %v:\n%s", tc.tls.InsecureSkipVerify, warned, logs)
+				}
+				if tc.want != "" {
+					if err == nil || !strings.Contains(err.Error(), tc.want) {
+						t.Fatalf("push: %v; want an error saying %q", err, tc.want)
+					}
+					if len(srv.rc.entries) != before {
+						t.Fatal("a refused connection delivered entries")
+					}
+					t.Log(err)
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv.rc.mu.Lock()
+				defer srv.rc.mu.Unlock()
+				h := srv.rc.headers[len(srv.rc.headers)-1]
+				if len(srv.rc.entries) != before+3 || h.Get("X-Api-Key") != "k3y-0f-the-gateway" || h.Get("X-Team") != "secops" ||
+					h.Get("Content-Type") != "application/x-protobuf" {
+					t.Fatalf("%d entries (want %d), headers %v", len(srv.rc.entries), before+3, h)
+				}
+				srv.mu.Lock()
+				defer srv.mu.Unlock()
+				if last := srv.clients[len(srv.clients)-1]; last != "sf2loki-client" {
+					t.Fatalf("the server saw the client certificate %q", last)
+				}
 			})
-			err := s.Push(t.Context(), batch(3))
-			warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "anyone on the network path can read and forge")
-			if warned != tc.tls.InsecureSkipVerify {
-				t.Errorf("insecure_skip_verify %v, warned %v:\n%s", tc.tls.InsecureSkipVerify, warned, logs)
-			}
-			if tc.want != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("push: %v; want an error saying %q", err, tc.want)
-				}
-				if len(srv.rc.entries) != before {
-					t.Fatal("a refused connection delivered entries")
-				}
-				t.Log(err)
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv.rc.mu.Lock()
-			defer srv.rc.mu.Unlock()
-			h := srv.rc.headers[len(srv.rc.headers)-1]
-			if len(srv.rc.entries) != before+3 || h.Get("X-Api-Key") != "k3y-0f-the-gateway" || h.Get("X-Team") != "secops" ||
-				h.Get("Content-Type") != "application/x-protobuf" {
-				t.Fatalf("%d entries (want %d), headers %v", len(srv.rc.entries), before+3, h)
-			}
-			srv.mu.Lock()
-			defer srv.mu.Unlock()
-			if last := srv.clients[len(srv.clients)-1]; last != "sf2loki-client" {
-				t.Fatalf("the server saw the client certificate %q", last)
-			}
-		})
+		}
 	}
 	t.Run("below TLS 1.2", func(t *testing.T) {
 		old := newTLSLoki(t, ca, func(c *tls.Config) { c.MinVersion, c.MaxVersion = tls.VersionTLS10, tls.VersionTLS11 })
