@@ -50,7 +50,7 @@ func Build(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(
 		}
 		cleanups = append(cleanups, bclean)
 		balancer = b
-		sh.Gate = func(shard string) func() bool { return b.Gate(shard) }
+		sh.Gate = b.Gate
 	}
 	var shards []*Shard
 	for _, sc := range shardCfgs {

@@ -79,9 +79,9 @@ type Shared struct {
 // the older implementation (nil: nowhere, the single-org form).
 type OlderLayouts func(shard string) *domain.OlderLayout
 
-// Gate returns a shard's claim gate (LeaseConfig.MayClaim); nil lets every
+// Gate returns a shard's claim gate (LeaseConfig.Gate); nil lets every
 // shard be claimed freely.
-type Gate func(shard string) func() bool
+type Gate func(shard string) domain.ClaimGate
 
 func provideClock(o Overrides) ports.Clock {
 	if o.Clock != nil {
@@ -234,7 +234,7 @@ func provideKeeper(cfg *config.Config, lease LeaseStore, state StateStore, clk p
 		lc.Logger = log.With("org", cfg.ShardName)
 	}
 	if gate != nil {
-		lc.MayClaim = gate(cfg.ShardName)
+		lc.Gate = gate(cfg.ShardName)
 	}
 	floor, err := domain.NewCheckpointCommitter(state, clk, domain.CommitterConfig{})
 	if err != nil {

@@ -22,9 +22,16 @@ import (
 //   - A free shard (no holder, a released lease or a stale one) may be
 //     claimed by a replica leading fewer than its cap: floor while some
 //     replica leads fewer than floor (so that it gets the shard first),
-//     else ceil. A replica claims at most cap minus what it leads, the free
-//     shards ordered by a hash of its id and the shard's name (rendezvous),
-//     so that replicas contending at once mostly ask for different shards.
+//     else ceil. A replica claims at most cap minus what it leads (a claim
+//     still in flight counts as led), the free shards ordered by a hash of
+//     its id and the shard's name (rendezvous), so that replicas
+//     contending at once mostly ask for different shards.
+//   - A replica that has not yet learned its peers (its first membership
+//     round) claims nothing, so that replicas started together each claim
+//     their share rather than the first one up claiming all.
+//   - While a replica became live less than a membership round ago
+//     (settling), nothing is released for balance: some peers may not count
+//     it yet, and would claim what is released for it.
 //
 // Safety does not rest on this: each shard's lease and epoch fence let one
 // replica at a time pass its fence whatever Balance says. Balance only
@@ -44,6 +51,12 @@ type BalanceInput struct {
 	// Members are the live replicas (Self is one whatever the list says).
 	Members []string
 	Shards  []ShardView
+	// Learning is true until this replica has learned its peers: it
+	// claims nothing.
+	Learning bool
+	// Settling is true while a replica became live less than a membership
+	// round ago: nothing is released for balance.
+	Settling bool
 }
 
 // BalancePlan is what a replica does next.
@@ -95,12 +108,13 @@ func Balance(in BalanceInput) BalancePlan {
 		}
 	}
 	switch {
+	case in.Settling:
 	case len(mine) > ceil:
 		plan.Release = mine[len(mine)-1]
 	case settled && starved && len(mine) > floor && designated(live, counts) == in.Self:
 		plan.Release = mine[len(mine)-1]
 	}
-	if plan.Release != "" {
+	if plan.Release != "" || in.Learning {
 		return plan
 	}
 	limit := ceil

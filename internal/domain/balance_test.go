@@ -19,30 +19,37 @@ func views(holders ...string) []domain.ShardView {
 
 func TestBalanceDecisions(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		self    string
-		members []string
-		shards  []domain.ShardView
-		release string
-		claim   int
+		name     string
+		self     string
+		members  []string
+		shards   []domain.ShardView
+		release  string
+		claim    int
+		learning bool
+		settling bool
 	}{
-		{"fresh start: claim the fair share", "a", []string{"a", "b", "c"}, views("", "", "", "", "", ""), "", 2},
-		{"balanced 2/2/2: nothing", "a", []string{"a", "b", "c"}, views("a", "a", "b", "b", "c", "c"), "", 0},
-		{"above ceil: release the last", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "c", "c"), "org-2", 0},
-		{"a replica joined: 3/3 over three, release", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "b"), "org-2", 0},
-		{"a joined replica claims nothing while none is free", "c", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "b"), "", 0},
-		{"7 over 3: 3/2/2 is balanced", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "c", "c"), "", 0},
-		{"7 over 3: 3/3/1, the designated one releases", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "b", "c"), "org-2", 0},
-		{"7 over 3: 3/3/1, the other waits", "b", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "b", "c"), "", 0},
-		{"a free shard goes to the starved first", "b", []string{"a", "b", "c"}, views("a", "a", "", "b", "b", "b", "c"), "", 0},
-		{"the starved claims it", "c", []string{"a", "b", "c"}, views("a", "a", "", "b", "b", "b", "c"), "", 1},
-		{"a dead holder's shards: no release while they are not free", "a", []string{"a", "b"}, views("a", "a", "a", "x", "x", "b"), "", 0},
-		{"its shards, once free, are claimed up to the ceiling", "b", []string{"a", "b"}, views("a", "a", "a", "", "", "b"), "", 2},
-		{"more replicas than shards", "d", []string{"a", "b", "c", "d"}, views("a", "b", ""), "", 1},
-		{"self missing from members counts all the same", "c", []string{"a", "b"}, views("", "", ""), "", 1},
+		{"fresh start: claim the fair share", "a", []string{"a", "b", "c"}, views("", "", "", "", "", ""), "", 2, false, false},
+		{"balanced 2/2/2: nothing", "a", []string{"a", "b", "c"}, views("a", "a", "b", "b", "c", "c"), "", 0, false, false},
+		{"above ceil: release the last", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "c", "c"), "org-2", 0, false, false},
+		{"a replica joined: 3/3 over three, release", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "b"), "org-2", 0, false, false},
+		{"a joined replica claims nothing while none is free", "c", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "b"), "", 0, false, false},
+		{"7 over 3: 3/2/2 is balanced", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "c", "c"), "", 0, false, false},
+		{"7 over 3: 3/3/1, the designated one releases", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "b", "c"), "org-2", 0, false, false},
+		{"7 over 3: 3/3/1, the other waits", "b", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "b", "c"), "", 0, false, false},
+		{"a free shard goes to the starved first", "b", []string{"a", "b", "c"}, views("a", "a", "", "b", "b", "b", "c"), "", 0, false, false},
+		{"the starved claims it", "c", []string{"a", "b", "c"}, views("a", "a", "", "b", "b", "b", "c"), "", 1, false, false},
+		{"a dead holder's shards: no release while they are not free", "a", []string{"a", "b"}, views("a", "a", "a", "x", "x", "b"), "", 0, false, false},
+		{"its shards, once free, are claimed up to the ceiling", "b", []string{"a", "b"}, views("a", "a", "a", "", "", "b"), "", 2, false, false},
+		{"more replicas than shards", "d", []string{"a", "b", "c", "d"}, views("a", "b", ""), "", 1, false, false},
+		{"self missing from members counts all the same", "c", []string{"a", "b"}, views("", "", ""), "", 1, false, false},
+		{"learning its peers: no claim", "a", []string{"a"}, views("", "", "", "", "", ""), "", 0, true, false},
+		{"learning its peers: a release still happens", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "c", "c"), "org-2", 0, true, false},
+		{"settling: above ceil, no release yet", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "c", "c"), "", 0, false, true},
+		{"settling: no release for a starved joiner yet", "a", []string{"a", "b", "c"}, views("a", "a", "a", "b", "b", "b", "c"), "", 0, false, true},
+		{"settling: free shards are still claimed", "b", []string{"a", "b"}, views("a", "a", "a", "", "", "b"), "", 2, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := domain.Balance(domain.BalanceInput{Self: tc.self, Members: tc.members, Shards: tc.shards})
+			p := domain.Balance(domain.BalanceInput{Self: tc.self, Members: tc.members, Shards: tc.shards, Learning: tc.learning, Settling: tc.settling})
 			if p.Release != tc.release || len(p.Claim) != tc.claim {
 				t.Fatalf("plan %+v, want release %q and %d claims", p, tc.release, tc.claim)
 			}

@@ -4,12 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
+
+// settleRounds is how many renew intervals a replica that became live
+// counts as settling: every live peer beats within one, so after two each
+// has seen it (drift and request latency allowing).
+const settleRounds = 2
 
 // Shard is one shard's lease keeper, as the Balancer sees it.
 type Shard struct {
@@ -22,6 +28,14 @@ type Shard struct {
 // applies Balance: it opens the claim gate (LeaseConfig.MayClaim, from
 // Gate) of the shards the plan lets it claim, closes the others, and asks
 // the keeper of a shard to hand off to resign (drain, commit, release).
+//
+// A claim its gate allowed counts as led until the keeper reports it ended
+// (ClaimEnded), so that two shards freed at once are not both claimed with
+// room for one. A replica whose lease was let go stale, or released as it
+// stopped, is counted gone at once and stays gone until its heartbeat
+// changes again (Membership.MarkGone). Claims wait for the first
+// membership round; releases for balance wait until every replica that
+// became live is settled (settleRounds).
 type Balancer struct {
 	members *Membership
 	clock   ports.Clock
@@ -30,9 +44,20 @@ type Balancer struct {
 
 	self string
 
+	// gateMu makes a gate's plan and its reservation one step.
+	gateMu sync.Mutex
+
 	mu     sync.Mutex
 	shards []Shard
 	said   string // the plan last logged
+	// claiming are the shards whose claim the gate allowed and whose
+	// keeper has not yet said it ended.
+	claiming map[string]bool
+	// started is when the first step began; beaten when the first
+	// heartbeat landed; learned once a heartbeat landed half a renew
+	// interval after it (or two renew intervals passed without one).
+	started, beaten time.Time
+	learned         bool
 }
 
 // NewBalancer returns a balancer beating in members every renew.
@@ -40,18 +65,38 @@ func NewBalancer(members *Membership, clock ports.Clock, renew time.Duration, lo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Balancer{members: members, clock: clock, renew: renew, log: log, self: members.cfg.Holder}
+	return &Balancer{members: members, clock: clock, renew: renew, log: log, self: members.cfg.Holder, claiming: map[string]bool{}}
 }
 
 // Gate is the claim gate of shard name, for its keeper's LeaseConfig: it
 // plans afresh from what every keeper last observed and the live replicas
 // now, so a shard freed by a dead replica is claimed at the keeper's next
-// poll.
-func (b *Balancer) Gate(name string) func() bool {
-	return func() bool {
-		plan, _, _ := b.evaluate()
-		return slices.Contains(plan.Claim, name)
+// poll. An allowed claim counts as led until it ends.
+func (b *Balancer) Gate(name string) ClaimGate { return shardGate{b: b, name: name} }
+
+type shardGate struct {
+	b    *Balancer
+	name string
+}
+
+func (g shardGate) MayClaim() bool {
+	b := g.b
+	b.gateMu.Lock()
+	defer b.gateMu.Unlock()
+	plan, _, _ := b.evaluate()
+	ok := slices.Contains(plan.Claim, g.name)
+	if ok {
+		b.mu.Lock()
+		b.claiming[g.name] = true
+		b.mu.Unlock()
 	}
+	return ok
+}
+
+func (g shardGate) ClaimEnded() {
+	g.b.mu.Lock()
+	delete(g.b.claiming, g.name)
+	g.b.mu.Unlock()
 }
 
 // Add registers shards (their keepers built with Gate).
@@ -75,9 +120,10 @@ func (b *Balancer) Members() []string { return b.members.Live() }
 func (b *Balancer) evaluate() (BalancePlan, []string, []Shard) {
 	b.mu.Lock()
 	shards := slices.Clone(b.shards)
+	claiming := maps.Clone(b.claiming)
+	learning := !b.learned
 	b.mu.Unlock()
 	views := make([]ShardView, 0, len(shards))
-	gone := map[string]bool{}
 	for _, s := range shards {
 		st := s.Keeper.Status()
 		if st.Role != RoleLeader && st.Blocked != "" && st.Blocked != BlockedResigned {
@@ -87,33 +133,68 @@ func (b *Balancer) evaluate() (BalancePlan, []string, []Shard) {
 			// balancing.
 			continue
 		}
-		views = append(views, ShardView{Name: s.Name, Holder: holderOf(st, b.self)})
-		if st.Role != RoleLeader && st.Free && st.LeaseHolder != "" && st.LeaseHolder != b.self {
+		holder := holderOf(st, b.self)
+		if claiming[s.Name] {
+			holder = b.self
+		}
+		views = append(views, ShardView{Name: s.Name, Holder: holder})
+		if st.Role == RoleLeader {
+			continue
+		}
+		switch {
+		case st.Free && st.LeaseHolder != "" && st.LeaseHolder != b.self:
 			// A lease its holder let go stale: the holder is dead (a live
 			// one renews, or fences itself before its lease goes stale),
 			// whatever its last heartbeat says.
-			gone[st.LeaseHolder] = true
+			b.members.MarkGone(st.LeaseHolder)
+		case st.Departed != "" && st.Departed != b.self:
+			// A lease its holder released as it stopped.
+			b.members.MarkGone(st.Departed)
 		}
 	}
-	live := slices.DeleteFunc(b.members.Live(), func(m string) bool { return gone[m] })
-	return Balance(BalanceInput{Self: b.self, Members: live, Shards: views}), live, shards
+	live := b.members.Live()
+	newest := b.members.Newest()
+	settling := !newest.IsZero() && b.clock.Now().Sub(newest) < settleRounds*b.renew
+	return Balance(BalanceInput{Self: b.self, Members: live, Shards: views, Learning: learning, Settling: settling}), live, shards
 }
 
 // Step beats, then plans: it logs a changed plan and asks the keeper of the
 // shard to release to resign.
 func (b *Balancer) Step(ctx context.Context) BalancePlan {
-	if err := b.members.Beat(ctx); err != nil && ctx.Err() == nil {
+	now := b.clock.Now()
+	b.mu.Lock()
+	if b.started.IsZero() {
+		b.started = now
+	}
+	b.mu.Unlock()
+	err := b.members.Beat(ctx)
+	if err != nil && ctx.Err() == nil {
 		b.log.Warn("membership heartbeat failed; balancing on the replicas seen before", "error", err)
 	}
+	b.mu.Lock()
+	switch {
+	case b.learned:
+	case err == nil && b.beaten.IsZero():
+		b.beaten = now
+	case err == nil && now.Sub(b.beaten) >= b.renew/2, now.Sub(b.started) >= settleRounds*b.renew:
+		// A heartbeat half a renew interval after the first has seen every
+		// replica started together; without one, balancing goes on with
+		// the replicas seen so far.
+		b.learned = true
+	}
+	b.mu.Unlock()
 	plan, live, shards := b.evaluate()
-	said := fmt.Sprintf("%d replicas, leading %d (fair share %d to %d), claiming %v, releasing %q", len(live), plan.Led, plan.Floor, plan.Ceil, plan.Claim, plan.Release)
+	b.mu.Lock()
+	learning := !b.learned
+	b.mu.Unlock()
+	said := fmt.Sprintf("%d replicas, leading %d (fair share %d to %d), claiming %v, releasing %q, learning %v", len(live), plan.Led, plan.Floor, plan.Ceil, plan.Claim, plan.Release, learning)
 	b.mu.Lock()
 	changed := said != b.said
 	b.said = said
 	b.mu.Unlock()
 	if changed {
 		b.log.Info("shard balance", "replicas", live, "leading", plan.Led, "floor", plan.Floor, "ceil", plan.Ceil,
-			"claiming", plan.Claim, "releasing", plan.Release)
+			"claiming", plan.Claim, "releasing", plan.Release, "learning_peers", learning)
 	}
 	if plan.Release != "" {
 		for _, s := range shards {
@@ -143,11 +224,18 @@ func holderOf(st Status, self string) string {
 	return st.LeaseHolder
 }
 
-// Run steps every renew interval until ctx ends, then leaves the
+// Run steps every renew interval (the second step after half of one, to
+// learn the peers started together) until ctx ends, then leaves the
 // membership (so that the others rebalance at once).
 func (b *Balancer) Run(ctx context.Context) {
 	for {
 		b.Step(ctx)
+		next := b.renew
+		b.mu.Lock()
+		if !b.learned && !b.beaten.IsZero() {
+			next = b.renew / 2
+		}
+		b.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.renew)
@@ -156,7 +244,7 @@ func (b *Balancer) Run(ctx context.Context) {
 				b.log.Warn("could not leave the membership; the others count this replica gone after its ttl", "error", err)
 			}
 			return
-		case <-b.clock.After(b.renew):
+		case <-b.clock.After(next):
 		}
 	}
 }

@@ -74,7 +74,7 @@ func (w *rworld) startAs(name, holder string) {
 	}
 	b := domain.NewBalancer(m, w.clk, renew, nil)
 	for _, s := range w.shards {
-		cfg := domain.LeaseConfig{Holder: holder, TTL: ttl, RenewInterval: renew, MayClaim: b.Gate(s),
+		cfg := domain.LeaseConfig{Holder: holder, TTL: ttl, RenewInterval: renew, Gate: b.Gate(s),
 			Retry: domain.RetryPolicy{Jitter: func() float64 { return 0.5 }}}
 		if w.blocked[s] {
 			cfg.EpochFloor = func(context.Context) (uint64, error) {
@@ -263,6 +263,10 @@ func TestKeeperRenewsWhileAResignationDrains(t *testing.T) {
 		if fenceMidDrain != nil {
 			t.Errorf("20s into a rebalancing drain the fence fails (%v); the lease was renewed during the drain: %v",
 				fenceMidDrain, before != after)
+		}
+		settle(t, clk, time.Minute, func() bool { r, _ := stored(t, cas); return r.Holder == "" })
+		if r, _ := stored(t, cas); r.Departed != "" {
+			t.Errorf("a hand-off is not a stop: the released lease says %q departed, and the others would count it gone", r.Departed)
 		}
 	})
 }

@@ -82,7 +82,7 @@ func (w *shardWorld) start(name string) {
 	b := domain.NewBalancer(m, w.clk, renew, nil)
 	for _, s := range w.shards {
 		k, err := domain.NewLeaseKeeper(severable{w.leases[s], &r.cut}, w.clk, domain.LeaseConfig{Holder: name, TTL: ttl, RenewInterval: renew,
-			MayClaim: b.Gate(s), Retry: domain.RetryPolicy{Jitter: func() float64 { return 0.5 }}})
+			Gate: b.Gate(s), Retry: domain.RetryPolicy{Jitter: func() float64 { return 0.5 }}})
 		if err != nil {
 			w.t.Fatal(err)
 		}

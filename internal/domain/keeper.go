@@ -42,14 +42,24 @@ type LeaseConfig struct {
 	// above it. The app passes the checkpoint document's stored epoch, so a
 	// deleted or corrupt lease can never restart epochs below it.
 	EpochFloor func(ctx context.Context) (uint64, error)
-	// MayClaim, if set, is asked before claiming a lease that is free
-	// (absent, released or stale): false leaves it to another replica (the
-	// shard balance, see Balance). It does not gate a renewal.
-	MayClaim func() bool
+	// Gate, if set, is asked before claiming a lease that is free (absent,
+	// released or stale): the shard balance (see Balance). It does not gate
+	// a renewal.
+	Gate ClaimGate
 	// Observer receives every transition (nil discards them).
 	Observer Observer
 	// Logger receives diagnostic logs (nil discards them).
 	Logger *slog.Logger
+}
+
+// ClaimGate gates a keeper's claims of a free lease: the shard balance.
+type ClaimGate interface {
+	// MayClaim is asked before claiming a free lease: false leaves it to
+	// another replica. True reserves the claim until ClaimEnded.
+	MayClaim() bool
+	// ClaimEnded is called once a claim MayClaim allowed has landed (the
+	// keeper's role is already leader) or failed.
+	ClaimEnded()
 }
 
 // Role is a LeaseKeeper's current role.
@@ -126,6 +136,9 @@ type Status struct {
 	// Free is true when the last read found the lease claimable: absent,
 	// released, or unchanged for longer than its ttl.
 	Free bool
+	// Departed is the holder that released the lease as it stopped, when
+	// the last read found such a release (the balance counts it gone).
+	Departed string
 	// Blocked, when set, says why this standby does not contend for the
 	// lease: one of the Blocked* codes. BlockedDetail says what happened
 	// and what to do.
@@ -299,6 +312,9 @@ func (k *LeaseKeeper) Status() Status {
 		s.LeaseUnchangedFor = k.clock.Now().Sub(k.seenAt)
 	}
 	s.Free = k.free
+	if k.free && k.leaseRec.Holder == "" {
+		s.Departed = k.leaseRec.Departed
+	}
 	s.Blocked, s.BlockedDetail = k.blocked, k.blockedWhy
 	return s
 }
@@ -532,8 +548,11 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 	// The balance is asked last, so that a lease no replica can take
 	// (blocked above) is known as such to every replica, not only to the
 	// one the balance would let claim it.
-	if k.cfg.MayClaim != nil && !k.cfg.MayClaim() {
-		return StepResult{Role: RoleStandby, Next: r, Reason: d.reason + "; not contending: the shard balance leaves it to another replica"}
+	if k.cfg.Gate != nil {
+		if !k.cfg.Gate.MayClaim() {
+			return StepResult{Role: RoleStandby, Next: r, Reason: d.reason + "; not contending: the shard balance leaves it to another replica"}
+		}
+		defer k.cfg.Gate.ClaimEnded()
 	}
 	epoch := top + 1
 	wall := now.UTC()
@@ -714,12 +733,13 @@ func (k *LeaseKeeper) Expire() bool {
 // same epoch, so a standby takes over at its next poll instead of after a
 // full ttl. It is a no-op on a standby that never led.
 func (k *LeaseKeeper) Release(ctx context.Context) error {
-	return k.release(ctx, "stopping", "released on graceful stop")
+	return k.release(ctx, "stopping", "released on graceful stop", true)
 }
 
 // release ends leadership as planned (EventLost, Graceful, for reason) and
-// releases the lease (EventReleased, for released).
-func (k *LeaseKeeper) release(ctx context.Context, reason, released string) error {
+// releases the lease (EventReleased, for released); departing marks the
+// release as this replica's stop, so that the others count it gone at once.
+func (k *LeaseKeeper) release(ctx context.Context, reason, released string, departing bool) error {
 	k.mu.Lock()
 	if k.version == "" {
 		k.mu.Unlock()
@@ -728,6 +748,9 @@ func (k *LeaseKeeper) release(ctx context.Context, reason, released string) erro
 	wasLeader := k.role == RoleLeader
 	rec := k.record
 	rec.Holder = ""
+	if departing {
+		rec.Departed = k.cfg.Holder
+	}
 	rec.Renewals++
 	rec.RenewedAt = k.clock.Now().UTC()
 	rec.ExpiresAt = rec.RenewedAt
@@ -842,7 +865,7 @@ func (k *LeaseKeeper) resignNow(ctx context.Context, cb Callbacks, lead *leaderT
 	// The work drains (its last commits land) while the lease is renewed,
 	// as on a graceful stop; then the lease is released.
 	k.drainRenewing(ctx, cb, Loss{Epoch: epoch, Reason: r.reason})
-	if err := k.release(context.WithoutCancel(ctx), "resigned: "+r.reason, "released after resigning ("+r.reason+")"); err != nil {
+	if err := k.release(context.WithoutCancel(ctx), "resigned: "+r.reason, "released after resigning ("+r.reason+")", false); err != nil {
 		k.log.Warn("release after resigning failed; another replica takes over after ttl", "error", err)
 	}
 	return k.cfg.RenewInterval

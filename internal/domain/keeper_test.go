@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -468,13 +469,19 @@ func TestLeaseKeeper10_GracefulStopReleasesForImmediateTakeover(t *testing.T) {
 			t.Fatalf("callbacks %q: OnLose on graceful stop must run with a valid fence", got)
 		}
 		r, _ := stored(t, m)
-		if r.Holder != "" || r.Epoch != 1 {
-			t.Fatalf("after release: %+v, want empty holder at epoch 1", r)
+		if r.Holder != "" || r.Epoch != 1 || r.Departed != "a" {
+			t.Fatalf("after release: %+v, want empty holder at epoch 1, departed a", r)
 		}
 		if a.CheckFence() == nil {
 			t.Fatal("fence passes after release")
 		}
-		b, _ := newKeeper(t, m, clk, "b")
+		gate := &testGate{}
+		b, _ := newKeeper(t, m, clk, "b", func(c *domain.LeaseConfig) { c.Gate = gate })
+		gate.k = b
+		if res := b.Step(ctx(t)); res.Role != domain.RoleStandby || b.Status().Departed != "a" || !b.Status().Free {
+			t.Fatalf("a standby reading a lease released on a stop must say who departed: %+v, status %+v", res, b.Status())
+		}
+		gate.allow.Store(true)
 		res := b.Step(ctx(t))
 		if res.Transition != domain.TransitionAcquired || res.Epoch != 2 {
 			t.Fatalf("standby after a release: %+v, want immediate acquisition at epoch 2", res)
@@ -681,28 +688,75 @@ func TestLeaseKeeper06_DelayedReadStartsObservationAtAnswer(t *testing.T) {
 	})
 }
 
-// MayClaim gates a claim of a free lease (the shard balance), never a
-// renewal; Status.Free says the lease could be claimed.
-func TestKeeperMayClaimGatesAFreeLease(t *testing.T) {
+// testGate is a ClaimGate a test opens and closes; it records, at each
+// ClaimEnded, whether the keeper then led.
+type testGate struct {
+	allow atomic.Bool
+	k     *domain.LeaseKeeper
+	mu    sync.Mutex
+	ended []domain.Role
+}
+
+func (g *testGate) MayClaim() bool { return g.allow.Load() }
+
+func (g *testGate) ClaimEnded() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ended = append(g.ended, g.k.Status().Role)
+}
+
+func (g *testGate) endings() []domain.Role {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.ended)
+}
+
+// The gate decides a claim of a free lease (the shard balance), never a
+// renewal; Status.Free says the lease could be claimed. Every claim the
+// gate allowed ends with ClaimEnded, once, after the keeper leads (a won
+// claim) or not (a lost one), so that the balance counts it as led until
+// then.
+func TestKeeperGateDecidesAClaimOfAFreeLease(t *testing.T) {
 	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
 		m := porttest.NewMemoryCAS("lease")
-		var allow atomic.Bool
-		k, _ := newKeeper(t, m, clk, "a", func(c *domain.LeaseConfig) { c.MayClaim = allow.Load })
+		g := &testGate{}
+		k, _ := newKeeper(t, m, clk, "a", func(c *domain.LeaseConfig) { c.Gate = g })
+		g.k = k
 		r := k.Step(ctx(t))
 		if r.Role != domain.RoleStandby || !strings.Contains(r.Reason, "not contending") || !k.Status().Free {
 			t.Fatalf("gated: %+v, status %+v", r, k.Status())
 		}
-		if len(putPreconditions(m)()) != 0 {
-			t.Fatal("a gated keeper wrote the lease")
+		if len(putPreconditions(m)()) != 0 || len(g.endings()) != 0 {
+			t.Fatalf("a gated keeper wrote the lease, or ended a claim it never made: %v", g.endings())
 		}
-		allow.Store(true)
+		g.allow.Store(true)
 		if r := k.Step(ctx(t)); r.Role != domain.RoleLeader {
 			t.Fatalf("allowed: %+v", r)
 		}
-		allow.Store(false)
+		if got := g.endings(); !slices.Equal(got, []domain.Role{domain.RoleLeader}) {
+			t.Fatalf("a won claim must end once, with the keeper leading: %v", got)
+		}
+		g.allow.Store(false)
 		advance(t, clk, 5*time.Second)
 		if r := k.Step(ctx(t)); r.Role != domain.RoleLeader {
-			t.Fatalf("a leader renews whatever MayClaim says: %+v", r)
+			t.Fatalf("a leader renews whatever the gate says: %+v", r)
+		}
+		if got := g.endings(); len(got) != 1 {
+			t.Fatalf("a renewal is no claim: %v", got)
+		}
+
+		// A claim that loses its race ends too, the keeper standing by.
+		m2 := porttest.NewMemoryCAS("lease2")
+		g2 := &testGate{}
+		g2.allow.Store(true)
+		k2, _ := newKeeper(t, m2, clk, "b", func(c *domain.LeaseConfig) { c.Gate = g2 })
+		g2.k = k2
+		m2.Inject(porttest.Fault{Op: porttest.OpPut, Times: 1, Before: func() { m2.Store([]byte(`{"holder":"c","epoch":9}`)) }})
+		if r := k2.Step(ctx(t)); r.Role != domain.RoleStandby {
+			t.Fatalf("a lost race: %+v", r)
+		}
+		if got := g2.endings(); !slices.Equal(got, []domain.Role{domain.RoleStandby}) {
+			t.Fatalf("a lost claim must end once, the keeper standing by: %v", got)
 		}
 	})
 }

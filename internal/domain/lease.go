@@ -27,6 +27,10 @@ type LeaseRecord struct {
 	// TTL is the writer's lease duration; a standby waits at least
 	// max(its own ttl, this) of unchanged Version before taking over.
 	TTL string `json:"ttl,omitempty"`
+	// Departed, on a released lease, is the holder that released it as it
+	// stopped: the other replicas count it gone without waiting for its
+	// membership heartbeat to go stale.
+	Departed string `json:"departed,omitempty"`
 	// AcquiredAt, RenewedAt and ExpiresAt are the writer's wall clock, for
 	// humans.
 	AcquiredAt time.Time `json:"acquired_at,omitzero"`

@@ -63,6 +63,9 @@ type seenBeat struct {
 	beat     uint64
 	ttl      time.Duration
 	at       time.Time // on this replica's clock, when the beat was first seen
+	// since is when the replica became live to this one (first seen, or
+	// seen beating again after it was counted gone).
+	since time.Time
 }
 
 // memberEntry is one replica's heartbeat in the members document.
@@ -205,7 +208,11 @@ func (m *Membership) observe(doc membersDoc, now time.Time) {
 		}
 		ttl = min(ttl, foreignTTLCap*m.cfg.TTL)
 		if s, ok := m.seen[h]; !ok || s.beat != e.Beat || s.instance != e.Instance {
-			m.seen[h] = seenBeat{instance: e.Instance, beat: e.Beat, ttl: ttl, at: now}
+			since := s.since
+			if !ok || !m.liveLocked(h, now) || s.instance != e.Instance {
+				since = now
+			}
+			m.seen[h] = seenBeat{instance: e.Instance, beat: e.Beat, ttl: ttl, at: now, since: since}
 		}
 	}
 	for h := range m.seen {
@@ -218,6 +225,33 @@ func (m *Membership) observe(doc membersDoc, now time.Time) {
 func (m *Membership) liveLocked(h string, now time.Time) bool {
 	s, ok := m.seen[h]
 	return ok && now.Sub(s.at) < s.ttl
+}
+
+// MarkGone counts replica h gone until this replica sees its heartbeat
+// change again: the balance learned it is dead (a lease it let go stale, or
+// released as it stopped) before its heartbeat's ttl ran out.
+func (m *Membership) MarkGone(h string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.seen[h]; ok && h != m.cfg.Holder {
+		s.at = time.Time{}
+		m.seen[h] = s
+	}
+}
+
+// Newest returns when the replica that became live to this one last did
+// so (zero when no other replica is live).
+func (m *Membership) Newest() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	var newest time.Time
+	for h, s := range m.seen {
+		if m.liveLocked(h, now) && s.since.After(newest) {
+			newest = s.since
+		}
+	}
+	return newest
 }
 
 // Duplicate returns the instance of another process seen beating under

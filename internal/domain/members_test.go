@@ -60,6 +60,47 @@ func TestMembershipSeesBeatsAndLosesTheSilent(t *testing.T) {
 	})
 }
 
+// A replica the balance learned is dead (MarkGone) is gone at once, before
+// its heartbeat's ttl ends, and stays gone until its beat changes: then it
+// is live again, and Newest says when it became so.
+func TestMembershipMarkGoneLastsUntilTheNextBeat(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		cas := porttest.NewMemoryCAS("members")
+		a, b := newMember(t, cas, clk, "a"), newMember(t, cas, clk, "b")
+		beat := func(ms ...*domain.Membership) {
+			for _, m := range ms {
+				if err := m.Beat(ctx(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		beat(b, a)
+		joined := clk.Now()
+		if got := a.Live(); !slices.Equal(got, []string{"a", "b"}) || !a.Newest().Equal(joined) {
+			t.Fatalf("a sees %v, newest %v", got, a.Newest())
+		}
+		advance(t, clk, time.Second)
+		beat(a)
+		if !a.Newest().Equal(joined) {
+			t.Fatalf("a beat that did not change keeps b's newest: %v", a.Newest())
+		}
+		a.MarkGone("b")
+		a.MarkGone("a") // never itself
+		if got := a.Live(); !slices.Equal(got, []string{"a"}) || !a.Newest().IsZero() {
+			t.Fatalf("after MarkGone a sees %v, newest %v", got, a.Newest())
+		}
+		beat(a) // b's beat has not changed: still gone (and dropped)
+		if got := a.Live(); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("b's unchanged beat revived it: %v", got)
+		}
+		advance(t, clk, time.Second)
+		beat(b, a)
+		if got := a.Live(); !slices.Equal(got, []string{"a", "b"}) || !a.Newest().Equal(clk.Now()) {
+			t.Fatalf("after b beat again a sees %v, newest %v (now %v)", got, a.Newest(), clk.Now())
+		}
+	})
+}
+
 // The document is soft state: an unreadable one is replaced.
 func TestMembershipReplacesAnUnreadableDocument(t *testing.T) {
 	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {

@@ -19,8 +19,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,7 +76,9 @@ func balanceBound() time.Duration { return 2*ttl + 6*renew }
 // (uneven: 2/2/1), the same faults and pauses.
 func shardSimConfig(seed uint64) simConfig {
 	c := defaultSimConfig(seed)
-	c.shards, c.calm = 5, balanceBound()+10*time.Second
+	// The faults stop, the shards settle; then a node is killed and later
+	// one joins (sim_shards_test.go), each phase given phaseGap.
+	c.shards, c.calm = 5, 3*phaseGap()
 	return c
 }
 
@@ -176,6 +182,11 @@ type world struct {
 	// a write landed with its acknowledgement lost: the rest of that call
 	// fails, so its outcome stays unknown into the next call.
 	outage map[string]int
+	// leaders is each shard's leader at the last check ("" when unled);
+	// phases the scripted end of a shard simulation.
+	leaders []string
+	phases  shardPhases
+	t       *testing.T
 }
 
 type simStats struct {
@@ -322,6 +333,19 @@ func (w *world) logLocked(format string, args ...any) {
 	w.trace = append(w.trace, fmt.Sprintf("%10.3fs ", w.now.Sub(t0).Seconds())+fmt.Sprintf(format, args...))
 }
 
+// traceWriter puts a node's log lines in the trace.
+type traceWriter struct {
+	w    *world
+	node string
+}
+
+func (t traceWriter) Write(p []byte) (int, error) {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	t.w.logLocked("%s log: %s", t.node, strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
 func (w *world) violate(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	w.violations = append(w.violations, msg)
@@ -389,13 +413,14 @@ func (w *world) between(lo, hi time.Duration) time.Duration {
 // start builds node n's keepers, committers and toy sources (and, with
 // shards, its membership and balancer) and runs them.
 func (w *world) start(t *testing.T, n *simNode) {
-	observer := func(shard string) domain.Observer {
+	observer := func(shard string, index int) domain.Observer {
 		return domain.ObserverFunc(func(e domain.Event) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			switch e.Kind {
 			case domain.EventAcquired:
 				w.stats.acquisitions++
+				w.noteAcquiredLocked(n.name, index)
 			case domain.EventRecoveredLostAck:
 				w.stats.recovered++
 				if strings.Contains(e.Reason, "outcome was unknown") {
@@ -420,7 +445,13 @@ func (w *world) start(t *testing.T, n *simNode) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		balancer = domain.NewBalancer(m, n.clock, renew, nil)
+		balancer = domain.NewBalancer(m, n.clock, renew, slog.New(slog.NewTextHandler(traceWriter{w: w, node: n.name}, &slog.HandlerOptions{
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}})))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel, n.done = cancel, make(chan struct{})
@@ -430,7 +461,7 @@ func (w *world) start(t *testing.T, n *simNode) {
 		if w.cfg.shards > 0 {
 			shard = fmt.Sprintf("/s%d", i)
 		}
-		obs := observer(shard)
+		obs := observer(shard, i)
 		var keeper *domain.LeaseKeeper
 		committer, err := domain.NewCheckpointCommitter(&simCAS{w: w, node: n, obj: stateObj(i)}, n.clock, domain.CommitterConfig{
 			Fence: func() error { return keeper.CheckFence() }, RequestTimeout: 5 * time.Second,
@@ -442,7 +473,7 @@ func (w *world) start(t *testing.T, n *simNode) {
 		lc := domain.LeaseConfig{Holder: n.name, Instance: n.name + "-1", TTL: ttl, RenewInterval: renew,
 			Retry: domain.RetryPolicy{Jitter: n.rng.Float64}, EpochFloor: committer.StoredEpoch, Observer: obs}
 		if balancer != nil {
-			lc.MayClaim = balancer.Gate(leaseObj(i))
+			lc.Gate = balancer.Gate(leaseObj(i))
 		}
 		keeper, err = domain.NewLeaseKeeper(&simCAS{w: w, node: n, obj: leaseObj(i)}, n.clock, lc)
 		if err != nil {
@@ -704,30 +735,36 @@ func (w *world) checkLeaders() {
 	shards := max(w.cfg.shards, 1)
 	led, counts := 0, map[string]int{}
 	var twice []string
+	leaders := make([]string, shards)
 	for i := range shards {
-		var leaders []string
+		var passing []string
 		for _, n := range w.nodes {
 			if len(n.keepers) > i && n.keepers[i].CheckFence() == nil {
-				leaders = append(leaders, fmt.Sprintf("%s(epoch %d)", n.name, n.keepers[i].Epoch()))
+				passing = append(passing, fmt.Sprintf("%s(epoch %d)", n.name, n.keepers[i].Epoch()))
 				counts[n.name]++
+				leaders[i] = n.name
 			}
 		}
-		if len(leaders) > 1 {
-			twice = append(twice, fmt.Sprintf("%s: %d nodes pass CheckFence at once: %s", leaseObj(i), len(leaders), strings.Join(leaders, ", ")))
+		if len(passing) > 1 {
+			twice = append(twice, fmt.Sprintf("%s: %d nodes pass CheckFence at once: %s", leaseObj(i), len(passing), strings.Join(passing, ", ")))
 		}
-		if len(leaders) > 0 {
+		if len(passing) > 0 {
 			led++
 		}
 	}
 	lo, hi := shards, 0
 	for _, n := range w.nodes {
-		lo, hi = min(lo, counts[n.name]), max(hi, counts[n.name])
+		if n.name != w.phases.victim {
+			lo, hi = min(lo, counts[n.name]), max(hi, counts[n.name])
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, v := range twice {
 		w.violate("%s", v)
 	}
+	w.leaders = leaders
+	w.checkPhasesLocked(leaders)
 	calm := !w.now.Before(w.calmAt)
 	if calm && led == shards && w.leaderSince.IsZero() {
 		w.leaderSince = w.now
@@ -759,6 +796,14 @@ func (w *world) nextEvent(end time.Time) (event, bool) {
 	}
 	if w.chaos {
 		consider(event{at: w.calmAt, rank: -1, do: w.becomeCalm})
+	}
+	if w.cfg.shards > 0 {
+		switch w.phases.phase {
+		case phaseChaos:
+			consider(event{at: w.calmAt.Add(phaseGap()), rank: -1, do: w.beginLoss})
+		case phaseLoss:
+			consider(event{at: w.phases.killAt.Add(phaseGap()), rank: -1, do: func() { w.start(w.t, w.beginJoin()) }})
+		}
 	}
 	for _, n := range w.nodes {
 		if n.paused {
@@ -854,6 +899,7 @@ func (w *world) fire(tm *simTimer) {
 
 // run simulates until the end and returns the violations found.
 func (w *world) run(t *testing.T) []string {
+	w.t = t
 	for _, n := range w.nodes {
 		w.start(t, n)
 	}
@@ -882,6 +928,9 @@ func (w *world) run(t *testing.T) []string {
 	}
 	if bound := balanceBound(); w.cfg.shards > 0 && (w.balancedSince.IsZero() || w.balancedSince.Sub(w.calmAt) > bound) {
 		w.violate("shards not balanced within %s after faults stopped (balanced at +%s)", bound, w.balancedSince.Sub(w.calmAt))
+	}
+	if w.phases.phase == phaseJoin {
+		w.closeJoinLocked()
 	}
 	w.mu.Unlock()
 	w.shutdown()
@@ -965,6 +1014,12 @@ func reportFailure(t *testing.T, seed uint64, violations, trace []string) {
 // that broke an invariant, and returns the summed stats and how many broke.
 func runSeeds(t *testing.T, n int, config func(uint64) simConfig) (total simStats, failed int) {
 	var mu sync.Mutex
+	kinds, first := map[string]int{}, map[string]uint64{}
+	defer func() {
+		for _, k := range slices.Sorted(maps.Keys(kinds)) {
+			t.Logf("%6d × %s (seed %d first)", kinds[k], k, first[k])
+		}
+	}()
 	seeds := make(chan uint64)
 	var wg sync.WaitGroup
 	for range 4 {
@@ -987,6 +1042,18 @@ func runSeeds(t *testing.T, n int, config func(uint64) simConfig) (total simStat
 						reportFailure(t, seed, v, trace)
 					}
 				}
+				if dir := os.Getenv("SF2LOKI_SIM_TRACES"); dir != "" && len(v) > 0 {
+					body := strings.Join(v, "\n") + "\n\n" + strings.Join(trace, "\n") + "\n"
+					if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%d.txt", seed)), []byte(body), 0o644); err != nil {
+						t.Errorf("SF2LOKI_SIM_TRACES: %v", err)
+					}
+				}
+				for _, msg := range v {
+					k := violationKind(msg)
+					if kinds[k]++; first[k] == 0 || seed < first[k] {
+						first[k] = seed
+					}
+				}
 				mu.Unlock()
 			}
 		})
@@ -998,6 +1065,14 @@ func runSeeds(t *testing.T, n int, config func(uint64) simConfig) (total simStat
 	wg.Wait()
 	return total, failed
 }
+
+// violationKind is a violation's message with its names and numbers
+// blanked, to count the kinds of violation over many seeds.
+func violationKind(msg string) string {
+	return kindBlanks.ReplaceAllString(msg, "#")
+}
+
+var kindBlanks = regexp.MustCompile(`\b(n|lease-|state-|v|epoch )?[0-9][0-9.]*(ms|s)?\b|\[[^]]*\]|\([^)]*\)`)
 
 // TestSimulation runs the deterministic simulation over many seeds.
 func TestSimulation(t *testing.T) {

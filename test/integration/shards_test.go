@@ -428,11 +428,16 @@ func TestShardRequestCost(t *testing.T) {
 		}
 		lp, lg := count(lease, http.MethodPut), count(lease, http.MethodGet)
 		mp, mg := count(members, http.MethodPut), count(members, http.MethodGet)
-		t.Logf("%s over %d renew intervals: lease PUTs %d (formula %d), lease GETs %d (formula %d), members GETs %d and PUTs %d (formula %d each)",
-			n, intervals, lp, 2*intervals, lg, 4*intervals, mg, mp, intervals)
+		// A heartbeat is one GET and one conditional PUT; a PUT that loses
+		// its compare-and-swap to another replica's beat (412) is retried
+		// against a fresh GET, so lost races cost pairs, not time: the beats
+		// that landed follow the formula, and every attempt is a pair.
+		landed := count(func(r faultproxy.Request) bool { return members(r) && r.Status == http.StatusOK }, http.MethodPut)
+		t.Logf("%s over %d renew intervals: lease PUTs %d (formula %d), lease GETs %d (formula %d), members beats landed %d (formula %d), "+
+			"members GETs %d and PUTs %d (one pair per attempt; %d lost a race)", n, intervals, lp, 2*intervals, lg, 4*intervals, landed, intervals, mg, mp, mp-landed)
 		within := func(got, want int) bool { return got >= want-2-want/10 && got <= want+2+want/10 } // the window cuts a poll on a loaded machine
-		if !within(lp, 2*intervals) || !within(lg, 4*intervals) || !within(mp, intervals) || !within(mg, intervals) {
-			t.Errorf("%s: counted requests off the formula (±2 ±10%%: the window's edges, lost races)", n)
+		if !within(lp, 2*intervals) || !within(lg, 4*intervals) || !within(landed, intervals) || mg-mp > 1 || mp-mg > 1 || mp > 3*(landed+1) {
+			t.Errorf("%s: counted requests off the protocol (±2 ±10%% of the formula: the window's edges; members: a GET per PUT, at most three attempts a beat)", n)
 		}
 	}
 	for _, d := range c.live() {

@@ -1,0 +1,111 @@
+package domain_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+)
+
+// oneReplica is replica "a" of a shard set, its keepers stepped by hand.
+type oneReplica struct {
+	leases  map[string]*porttest.MemoryCAS
+	keepers map[string]*domain.LeaseKeeper
+	b       *domain.Balancer
+}
+
+// newOneReplica builds replica a over shards, beside replica b beating in
+// the same members document, and lets a learn its peers.
+func newOneReplica(t *testing.T, clk *porttest.FakeClock, shards ...string) *oneReplica {
+	t.Helper()
+	members := porttest.NewMemoryCAS("members")
+	mb, err := domain.NewMembership(members, clk, domain.MemberConfig{Holder: "b", TTL: ttl, RenewInterval: renew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ma, err := domain.NewMembership(members, clk, domain.MemberConfig{Holder: "a", TTL: ttl, RenewInterval: renew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &oneReplica{leases: map[string]*porttest.MemoryCAS{}, keepers: map[string]*domain.LeaseKeeper{},
+		b: domain.NewBalancer(ma, clk, renew, nil)}
+	for _, s := range shards {
+		r.leases[s] = porttest.NewMemoryCAS(s)
+		k, err := domain.NewLeaseKeeper(r.leases[s], clk, domain.LeaseConfig{Holder: "a", TTL: ttl, RenewInterval: renew, Gate: r.b.Gate(s)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.keepers[s] = k
+		r.b.Add(domain.Shard{Name: s, Keeper: k})
+	}
+	for range 2 {
+		if err := mb.Beat(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		r.b.Step(t.Context())
+		advance(t, clk, renew/2)
+	}
+	return r
+}
+
+func (r *oneReplica) led() (n int) {
+	for _, k := range r.keepers {
+		if k.CheckFence() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// A claim in flight counts as led: replica a, leading one of four shards
+// beside a live replica b (fair share 2), is allowed one claim; while that
+// claim is still being written, a second shard is released by a replica
+// that is not live, and a's gate refuses it. Before claims in flight were
+// counted, the second shard was claimed too when it came first in a's
+// rendezvous order, and a led 3 shards with a ceiling of 2. Both orders
+// are tried.
+func TestAClaimInFlightCountsAsLed(t *testing.T) {
+	for _, order := range [][2]string{{"org-x", "org-y"}, {"org-y", "org-x"}} {
+		first, second := order[0], order[1]
+		t.Run(first+" first", func(t *testing.T) {
+			bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+				r := newOneReplica(t, clk, "org-a", "org-b", first, second)
+				r.leases["org-b"].Store(domain.LeaseRecord{Holder: "b", Instance: "b1", Epoch: 1, TTL: ttl.String()}.Encode())
+				r.leases[first].Store(domain.LeaseRecord{Holder: "d", Instance: "d1", Epoch: 1, TTL: ttl.String()}.Encode())
+				r.leases[second].Store(domain.LeaseRecord{Holder: "c", Instance: "c1", Epoch: 1, TTL: ttl.String()}.Encode())
+				for _, s := range []string{"org-b", first, second} {
+					r.keepers[s].Step(t.Context())
+				}
+				if res := r.keepers["org-a"].Step(t.Context()); res.Role != domain.RoleLeader {
+					t.Fatalf("a must claim the absent org-a (room 2 of fair share 2): %+v", res)
+				}
+
+				// d releases the first: a's claim of it is held in flight.
+				r.leases[first].Store(domain.LeaseRecord{Holder: "", Epoch: 1, TTL: ttl.String()}.Encode())
+				writing, land := make(chan struct{}), make(chan struct{})
+				r.leases[first].Inject(porttest.Fault{Op: porttest.OpPut, Times: 1, Before: func() {
+					close(writing)
+					<-land
+				}})
+				done := make(chan domain.StepResult)
+				go func() { done <- r.keepers[first].Step(context.Background()) }()
+				<-writing
+
+				// c releases the second while that claim is in flight.
+				r.leases[second].Store(domain.LeaseRecord{Holder: "", Epoch: 1, TTL: ttl.String()}.Encode())
+				res := r.keepers[second].Step(t.Context())
+				close(land)
+				if got := <-done; got.Role != domain.RoleLeader {
+					t.Fatalf("the claim in flight must land: %+v", got)
+				}
+				if res.Role == domain.RoleLeader || r.led() > 2 {
+					t.Fatalf("a claimed %s while its claim of %s was in flight: it leads %d shards, the ceiling is 2 (%+v)", second, first, r.led(), res)
+				}
+				if plan := r.b.Plan(); plan.Led != 2 || len(plan.Claim) != 0 {
+					t.Fatalf("after the claim landed: %+v", plan)
+				}
+			})
+		})
+	}
+}
