@@ -43,7 +43,6 @@ func phaseGap() time.Duration { return balanceBound() + 5*time.Second }
 type shardPhases struct {
 	phase  simPhase
 	killAt time.Time
-	joinAt time.Time
 	victim string
 	joiner string
 	// before is each shard's leader when the phase began.
