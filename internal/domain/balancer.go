@@ -138,18 +138,19 @@ func (b *Balancer) evaluate() (BalancePlan, []string, []Shard) {
 			holder = b.self
 		}
 		views = append(views, ShardView{Name: s.Name, Holder: holder})
-		if st.Role == RoleLeader {
-			continue
+		if st.Role == RoleLeader || b.clock.Now().Sub(st.LastObserved) > b.renew+b.renew/2 {
+			continue // an old observation (reads failing) says nothing of now
 		}
 		switch {
 		case st.Free && st.LeaseHolder != "" && st.LeaseHolder != b.self:
-			// A lease its holder let go stale: the holder is dead (a live
+			// A lease its holder let go stale: that process is dead (a live
 			// one renews, or fences itself before its lease goes stale),
 			// whatever its last heartbeat says.
-			b.members.MarkGone(st.LeaseHolder)
+			b.members.MarkGone(st.LeaseHolder, st.LeaseInstance)
 		case st.Departed != "" && st.Departed != b.self:
-			// A lease its holder released as it stopped.
-			b.members.MarkGone(st.Departed)
+			// A lease its holder released as it stopped (a process of the
+			// same holder id started since is not that one).
+			b.members.MarkGone(st.Departed, st.LeaseInstance)
 		}
 	}
 	live := b.members.Live()

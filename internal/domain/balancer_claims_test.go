@@ -109,3 +109,23 @@ func TestAClaimInFlightCountsAsLed(t *testing.T) {
 		})
 	}
 }
+
+// A fleet stopped gracefully and started again under the same holder ids
+// (a StatefulSet, fixed holder_id): every lease reads "released, departed
+// b" with b's old process. The new b beats; a must not count it gone for
+// the old process's release, so a claims its share (2 of 4), not all.
+func TestADepartedHolderRestartedIsNotGone(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		shards := []string{"org-1", "org-2", "org-3", "org-4"}
+		r := newOneReplica(t, clk, shards...)
+		for _, s := range shards {
+			r.leases[s].Store(domain.LeaseRecord{Holder: "", Instance: "b-before-the-restart", Departed: "b", Epoch: 1, TTL: ttl.String()}.Encode())
+		}
+		for _, s := range shards {
+			r.keepers[s].Step(t.Context())
+		}
+		if got, live := r.led(), r.b.Members(); got != 2 || len(live) != 2 {
+			t.Fatalf("a leads %d of 4 with members %v: a restarted b was counted gone for its earlier process's release", got, live)
+		}
+	})
+}

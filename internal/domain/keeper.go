@@ -130,8 +130,11 @@ type Status struct {
 	// read (standby) or written (leader); LeaseHolder is empty for a
 	// released or absent lease. LeaseUnchangedFor is how long a standby has
 	// seen the lease's Version unchanged.
-	LeaseHolder       string
-	LeaseEpoch        uint64
+	LeaseHolder string
+	LeaseEpoch  uint64
+	// LeaseInstance is the process the lease names as last read (on a
+	// released lease, the process that released it).
+	LeaseInstance     string
 	LeaseUnchangedFor time.Duration
 	// Free is true when the last read found the lease claimable: absent,
 	// released, or unchanged for longer than its ttl.
@@ -302,7 +305,8 @@ func (k *LeaseKeeper) Status() Status {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	s := Status{Role: k.role, Holder: k.cfg.Holder, Instance: k.cfg.Instance, Lease: k.cas.String(), Decided: k.decided,
-		LastObserved: k.observedAt, TTL: k.cfg.TTL, LeaseHolder: k.leaseRec.Holder, LeaseEpoch: k.leaseRec.Epoch}
+		LastObserved: k.observedAt, TTL: k.cfg.TTL, LeaseHolder: k.leaseRec.Holder, LeaseEpoch: k.leaseRec.Epoch,
+		LeaseInstance: k.leaseRec.Instance}
 	if k.role == RoleLeader {
 		s.Epoch, s.LastRenewal, s.FenceDeadline, s.Version = k.record.Epoch, k.lastSentAt, k.deadline, k.version
 		s.LeaseHolder, s.LeaseEpoch = k.record.Holder, k.record.Epoch

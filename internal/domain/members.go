@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -66,6 +65,10 @@ type seenBeat struct {
 	// since is when the replica became live to this one (first seen, or
 	// seen beating again after it was counted gone).
 	since time.Time
+	// gone is set by MarkGone: not live to this replica until the beat
+	// changes. The entry is not dropped from the document for it (only a
+	// beat unchanged for its ttl is): the mark is this replica's opinion.
+	gone bool
 }
 
 // memberEntry is one replica's heartbeat in the members document.
@@ -209,7 +212,7 @@ func (m *Membership) observe(doc membersDoc, now time.Time) {
 		ttl = min(ttl, foreignTTLCap*m.cfg.TTL)
 		if s, ok := m.seen[h]; !ok || s.beat != e.Beat || s.instance != e.Instance {
 			since := s.since
-			if !ok || !m.liveLocked(h, now) || s.instance != e.Instance {
+			if !ok || !m.liveLocked(h, now) || s.gone || s.instance != e.Instance {
 				since = now
 			}
 			m.seen[h] = seenBeat{instance: e.Instance, beat: e.Beat, ttl: ttl, at: now, since: since}
@@ -229,12 +232,14 @@ func (m *Membership) liveLocked(h string, now time.Time) bool {
 
 // MarkGone counts replica h gone until this replica sees its heartbeat
 // change again: the balance learned it is dead (a lease it let go stale, or
-// released as it stopped) before its heartbeat's ttl ran out.
-func (m *Membership) MarkGone(h string) {
+// released as it stopped) before its heartbeat's ttl ran out. instance is
+// the process the lease names: a heartbeat of another process under the
+// same holder id (a restart) is not marked; "" marks whichever beats.
+func (m *Membership) MarkGone(h, instance string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s, ok := m.seen[h]; ok && h != m.cfg.Holder {
-		s.at = time.Time{}
+	if s, ok := m.seen[h]; ok && h != m.cfg.Holder && (instance == "" || instance == s.instance) {
+		s.gone = true
 		m.seen[h] = s
 	}
 }
@@ -247,7 +252,7 @@ func (m *Membership) Newest() time.Time {
 	now := m.clock.Now()
 	var newest time.Time
 	for h, s := range m.seen {
-		if m.liveLocked(h, now) && s.since.After(newest) {
+		if !s.gone && m.liveLocked(h, now) && s.since.After(newest) {
 			newest = s.since
 		}
 	}
@@ -272,8 +277,8 @@ func (m *Membership) Live() []string {
 	defer m.mu.Unlock()
 	now := m.clock.Now()
 	out := []string{m.cfg.Holder}
-	for h := range maps.Keys(m.seen) {
-		if m.liveLocked(h, now) {
+	for h, s := range m.seen {
+		if !s.gone && m.liveLocked(h, now) {
 			out = append(out, h)
 		}
 	}

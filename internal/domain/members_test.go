@@ -60,13 +60,16 @@ func TestMembershipSeesBeatsAndLosesTheSilent(t *testing.T) {
 	})
 }
 
-// A replica the balance learned is dead (MarkGone) is gone at once, before
-// its heartbeat's ttl ends, and stays gone until its beat changes: then it
-// is live again, and Newest says when it became so.
+// A replica the balance learned is dead (MarkGone) is gone at once for
+// this replica, before its heartbeat's ttl ends, and stays gone until its
+// beat changes: then it is live again, and Newest says when it became so.
+// The mark is this replica's opinion: the entry stays in the document, so
+// a third replica still counts it. A mark naming another process of the
+// same holder id (a restart) marks nothing.
 func TestMembershipMarkGoneLastsUntilTheNextBeat(t *testing.T) {
 	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
 		cas := porttest.NewMemoryCAS("members")
-		a, b := newMember(t, cas, clk, "a"), newMember(t, cas, clk, "b")
+		a, b, c := newMember(t, cas, clk, "a"), newMember(t, cas, clk, "b"), newMember(t, cas, clk, "c")
 		beat := func(ms ...*domain.Membership) {
 			for _, m := range ms {
 				if err := m.Beat(ctx(t)); err != nil {
@@ -74,9 +77,9 @@ func TestMembershipMarkGoneLastsUntilTheNextBeat(t *testing.T) {
 				}
 			}
 		}
-		beat(b, a)
+		beat(b, c, a, c)
 		joined := clk.Now()
-		if got := a.Live(); !slices.Equal(got, []string{"a", "b"}) || !a.Newest().Equal(joined) {
+		if got := a.Live(); !slices.Equal(got, []string{"a", "b", "c"}) || !a.Newest().Equal(joined) {
 			t.Fatalf("a sees %v, newest %v", got, a.Newest())
 		}
 		advance(t, clk, time.Second)
@@ -84,18 +87,25 @@ func TestMembershipMarkGoneLastsUntilTheNextBeat(t *testing.T) {
 		if !a.Newest().Equal(joined) {
 			t.Fatalf("a beat that did not change keeps b's newest: %v", a.Newest())
 		}
-		a.MarkGone("b")
-		a.MarkGone("a") // never itself
-		if got := a.Live(); !slices.Equal(got, []string{"a"}) || !a.Newest().IsZero() {
-			t.Fatalf("after MarkGone a sees %v, newest %v", got, a.Newest())
+		a.MarkGone("b", "an-earlier-process-of-b")
+		if got := a.Live(); !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("a mark naming another process of b marked b: %v", got)
 		}
-		beat(a) // b's beat has not changed: still gone (and dropped)
-		if got := a.Live(); !slices.Equal(got, []string{"a"}) {
+		a.MarkGone("b", "")
+		a.MarkGone("a", "") // never itself
+		if got := a.Live(); !slices.Equal(got, []string{"a", "c"}) {
+			t.Fatalf("after MarkGone a sees %v", got)
+		}
+		beat(a, c) // b's beat has not changed: still gone to a, and still in the document for c
+		if got := a.Live(); !slices.Equal(got, []string{"a", "c"}) {
 			t.Fatalf("b's unchanged beat revived it: %v", got)
+		}
+		if got := c.Live(); !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("a's mark spread to c through the document: c sees %v", got)
 		}
 		advance(t, clk, time.Second)
 		beat(b, a)
-		if got := a.Live(); !slices.Equal(got, []string{"a", "b"}) || !a.Newest().Equal(clk.Now()) {
+		if got := a.Live(); !slices.Equal(got, []string{"a", "b", "c"}) || !a.Newest().Equal(clk.Now()) {
 			t.Fatalf("after b beat again a sees %v, newest %v (now %v)", got, a.Newest(), clk.Now())
 		}
 	})
