@@ -21,6 +21,16 @@ func newMember(t *testing.T, cas ports.ObjectCAS, clk ports.Clock, holder string
 	return m
 }
 
+// beatAll beats each membership in turn, failing the test on an error.
+func beatAll(t *testing.T, ms ...*domain.Membership) {
+	t.Helper()
+	for _, m := range ms {
+		if err := m.Beat(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Replicas beating into one document see each other; one that stops is
 // gone for the others once its beat has not changed for its ttl (on their
 // clocks), and its entry is dropped; one that leaves is gone at once.
@@ -28,13 +38,7 @@ func TestMembershipSeesBeatsAndLosesTheSilent(t *testing.T) {
 	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
 		cas := porttest.NewMemoryCAS("members")
 		a, b, c := newMember(t, cas, clk, "a"), newMember(t, cas, clk, "b"), newMember(t, cas, clk, "c")
-		beat := func(ms ...*domain.Membership) {
-			for _, m := range ms {
-				if err := m.Beat(ctx(t)); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		beat := func(ms ...*domain.Membership) { beatAll(t, ms...) }
 		beat(a, b, c, a, b)
 		if got := a.Live(); !slices.Equal(got, []string{"a", "b", "c"}) {
 			t.Fatalf("a sees %v", got)
@@ -70,13 +74,7 @@ func TestMembershipMarkGoneLastsUntilTheNextBeat(t *testing.T) {
 	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
 		cas := porttest.NewMemoryCAS("members")
 		a, b, c := newMember(t, cas, clk, "a"), newMember(t, cas, clk, "b"), newMember(t, cas, clk, "c")
-		beat := func(ms ...*domain.Membership) {
-			for _, m := range ms {
-				if err := m.Beat(ctx(t)); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		beat := func(ms ...*domain.Membership) { beatAll(t, ms...) }
 		beat(b, c, a, c)
 		joined := clk.Now()
 		if got := a.Live(); !slices.Equal(got, []string{"a", "b", "c"}) || !a.Newest().Equal(joined) {

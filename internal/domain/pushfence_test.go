@@ -83,6 +83,36 @@ func fencedPipeline(t *testing.T, sink ports.Sink, clk ports.Clock, fence *testF
 	return p
 }
 
+// fencedRun is a pipeline pushing n entries of key "k" into a wireSink,
+// its fence closing at deadline; stop ends it and waits for Run.
+type fencedRun struct {
+	fence *testFence
+	sink  *wireSink
+	rec   *recorder
+	log   *commitLog
+	stop  func()
+}
+
+func startFenced(t *testing.T, clk *porttest.FakeClock, deadline time.Time, n int, released bool) *fencedRun {
+	t.Helper()
+	r := &fencedRun{fence: &testFence{clk: clk, deadline: deadline}, sink: &wireSink{release: make(chan struct{})},
+		rec: &recorder{}, log: &commitLog{}}
+	if released {
+		close(r.sink.release)
+	}
+	p := fencedPipeline(t, r.sink, clk, r.fence, r.rec)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- p.Run(ctx, ctx, r.log, noResume, []ports.Source{&listSource{entries: entries("k", 0, n), wait: true}})
+	}()
+	r.stop = func() {
+		cancel()
+		settle(t, clk, time.Hour, func() bool { return len(done) == 1 })
+	}
+	return r
+}
+
 // TestAPushStopsWhenTheFenceCloses: a push in the air when the fence closes
 // (the leader froze, no renewal landed) is stopped at the deadline, never
 // sent, abandoned uncommitted and reported; a push whose fence a renewal
@@ -90,32 +120,22 @@ func fencedPipeline(t *testing.T, sink ports.Sink, clk ports.Clock, fence *testF
 func TestAPushStopsWhenTheFenceCloses(t *testing.T) {
 	t.Run("frozen past the deadline", func(t *testing.T) {
 		bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
-			fence := &testFence{clk: clk, deadline: t0.Add(5 * time.Second)}
-			sink := &wireSink{release: make(chan struct{})}
-			rec := &recorder{}
-			log := &commitLog{}
-			p := fencedPipeline(t, sink, clk, fence, rec)
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() {
-				done <- p.Run(ctx, ctx, log, noResume, []ports.Source{&listSource{entries: entries("k", 0, 5), wait: true}})
-			}()
-			settle(t, clk, time.Minute, func() bool { s, _ := sink.counts(); return s == 1 })
+			r := startFenced(t, clk, t0.Add(5*time.Second), 5, false)
+			settle(t, clk, time.Minute, func() bool { s, _ := r.sink.counts(); return s == 1 })
 			advance(t, clk, 6*time.Second) // past the deadline, no renewal
-			close(sink.release)            // the frozen request would go on now
+			close(r.sink.release)          // the frozen request would go on now
 			waitIdle()
-			cancel()
-			settle(t, clk, time.Hour, func() bool { return len(done) == 1 })
-			if _, sent := sink.counts(); sent != 0 {
+			r.stop()
+			if _, sent := r.sink.counts(); sent != 0 {
 				t.Fatalf("%d batches were sent after the fence closed", sent)
 			}
-			for _, c := range log.all() {
+			for _, c := range r.log.all() {
 				if _, ok := c["k"]; ok {
 					t.Fatalf("the fenced batch's position was committed: %v", c)
 				}
 			}
-			if rec.count(domain.EventPushFenced) != 1 {
-				t.Fatalf("events %v, want one push_fenced", rec.kinds())
+			if r.rec.count(domain.EventPushFenced) != 1 {
+				t.Fatalf("events %v, want one push_fenced", r.rec.kinds())
 			}
 		})
 	})
@@ -124,73 +144,44 @@ func TestAPushStopsWhenTheFenceCloses(t *testing.T) {
 			// The deadline timer has not fired yet (a paused process: its
 			// timers and the request resume together); the sink's gate
 			// still stops the bytes.
-			fence := &testFence{clk: clk, deadline: t0.Add(time.Hour)}
-			sink := &wireSink{release: make(chan struct{})}
-			rec := &recorder{}
-			p := fencedPipeline(t, sink, clk, fence, rec)
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() {
-				done <- p.Run(ctx, ctx, &commitLog{}, noResume, []ports.Source{&listSource{entries: entries("k", 0, 5), wait: true}})
-			}()
-			settle(t, clk, time.Minute, func() bool { s, _ := sink.counts(); return s == 1 })
-			fence.renew(clk.Now()) // closed now, without a timer
-			close(sink.release)
+			r := startFenced(t, clk, t0.Add(time.Hour), 5, false)
+			settle(t, clk, time.Minute, func() bool { s, _ := r.sink.counts(); return s == 1 })
+			r.fence.renew(clk.Now()) // closed now, without a timer
+			close(r.sink.release)
 			waitIdle()
-			cancel()
-			settle(t, clk, time.Hour, func() bool { return len(done) == 1 })
-			if _, sent := sink.counts(); sent != 0 || rec.count(domain.EventPushFenced) != 1 {
-				t.Fatalf("sent %d, events %v; want nothing sent and one push_fenced", sent, rec.kinds())
+			r.stop()
+			if _, sent := r.sink.counts(); sent != 0 || r.rec.count(domain.EventPushFenced) != 1 {
+				t.Fatalf("sent %d, events %v; want nothing sent and one push_fenced", sent, r.rec.kinds())
 			}
 		})
 	})
 	t.Run("a renewal moves the deadline", func(t *testing.T) {
 		bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
-			fence := &testFence{clk: clk, deadline: t0.Add(5 * time.Second)}
-			sink := &wireSink{release: make(chan struct{})}
-			rec := &recorder{}
-			log := &commitLog{}
-			p := fencedPipeline(t, sink, clk, fence, rec)
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() {
-				done <- p.Run(ctx, ctx, log, noResume, []ports.Source{&listSource{entries: entries("k", 0, 5), wait: true}})
-			}()
-			settle(t, clk, time.Minute, func() bool { s, _ := sink.counts(); return s == 1 })
+			r := startFenced(t, clk, t0.Add(5*time.Second), 5, false)
+			settle(t, clk, time.Minute, func() bool { s, _ := r.sink.counts(); return s == 1 })
 			advance(t, clk, 4*time.Second)
-			fence.renew(t0.Add(20 * time.Second))
+			r.fence.renew(t0.Add(20 * time.Second))
 			advance(t, clk, 3*time.Second) // past the first deadline
-			close(sink.release)
-			settle(t, clk, time.Minute, func() bool { return len(log.all()) > 0 })
-			cancel()
-			settle(t, clk, time.Hour, func() bool { return len(done) == 1 })
-			if _, sent := sink.counts(); sent != 1 || rec.count(domain.EventPushFenced) != 0 {
-				t.Fatalf("sent %d, events %v; want the batch sent, nothing fenced", sent, rec.kinds())
+			close(r.sink.release)
+			settle(t, clk, time.Minute, func() bool { return len(r.log.all()) > 0 })
+			r.stop()
+			if _, sent := r.sink.counts(); sent != 1 || r.rec.count(domain.EventPushFenced) != 0 {
+				t.Fatalf("sent %d, events %v; want the batch sent, nothing fenced", sent, r.rec.kinds())
 			}
-			if got := log.all()[0]["k"]; got != "000004" {
+			if got := r.log.all()[0]["k"]; got != "000004" {
 				t.Fatalf("committed %q, want 000004", got)
 			}
 		})
 	})
 	t.Run("closed before the push", func(t *testing.T) {
 		bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
-			fence := &testFence{clk: clk, deadline: t0} // closed from the start
-			sink := &wireSink{release: make(chan struct{})}
-			close(sink.release)
-			rec := &recorder{}
-			p := fencedPipeline(t, sink, clk, fence, rec)
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() {
-				done <- p.Run(ctx, ctx, &commitLog{}, noResume, []ports.Source{&listSource{entries: entries("k", 0, 12), wait: true}})
-			}()
-			settle(t, clk, time.Minute, func() bool { return rec.count(domain.EventPushFenced) >= 2 })
-			cancel()
-			settle(t, clk, time.Hour, func() bool { return len(done) == 1 })
-			if started, _ := sink.counts(); started != 0 {
+			r := startFenced(t, clk, t0, 12, true) // closed from the start
+			settle(t, clk, time.Minute, func() bool { return r.rec.count(domain.EventPushFenced) >= 2 })
+			r.stop()
+			if started, _ := r.sink.counts(); started != 0 {
 				t.Fatalf("the sink was asked %d times after the fence closed", started)
 			}
-			for _, e := range rec.all() {
+			for _, e := range r.rec.all() {
 				if e.Kind == domain.EventPushFenced && !errors.Is(e.Err, domain.ErrFenced) {
 					t.Fatalf("push_fenced carries %v, want the fence's error", e.Err)
 				}
