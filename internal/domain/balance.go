@@ -31,7 +31,9 @@ import (
 //     their share rather than the first one up claiming all.
 //   - While a replica became live less than a membership round ago
 //     (settling), nothing is released for balance: some peers may not count
-//     it yet, and would claim what is released for it.
+//     it yet, and would claim what is released for it. A run of settling
+//     lasts at most a few rounds (replicas that keep becoming live do not
+//     hold a replica above the ceiling for ever).
 //
 // Safety does not rest on this: each shard's lease and epoch fence let one
 // replica at a time pass its fence whatever Balance says. Balance only

@@ -17,6 +17,13 @@ import (
 // has seen it (drift and request latency allowing).
 const settleRounds = 2
 
+// maxSettleRounds bounds how long releases for balance wait while replicas
+// keep becoming live (one crash-looping under new instances, a flapping
+// network): after that many renew intervals of settling without a break,
+// a replica releases as if settled, so that one leading above the ceiling
+// always hands off.
+const maxSettleRounds = 2 * settleRounds
+
 // Shard is one shard's lease keeper, as the Balancer sees it.
 type Shard struct {
 	Name   string
@@ -35,7 +42,8 @@ type Shard struct {
 // stopped, is counted gone at once and stays gone until its heartbeat
 // changes again (Membership.MarkGone). Claims wait for the first
 // membership round; releases for balance wait until every replica that
-// became live is settled (settleRounds).
+// became live is settled (settleRounds), but never longer than
+// maxSettleRounds in a row.
 type Balancer struct {
 	members *Membership
 	clock   ports.Clock
@@ -58,6 +66,9 @@ type Balancer struct {
 	// interval after it (or two renew intervals passed without one).
 	started, beaten time.Time
 	learned         bool
+	// settlingSince is when the current run of settling began (zero when
+	// not settling).
+	settlingSince time.Time
 }
 
 // NewBalancer returns a balancer beating in members every renew.
@@ -155,8 +166,25 @@ func (b *Balancer) evaluate() (BalancePlan, []string, []Shard) {
 	}
 	live := b.members.Live()
 	newest := b.members.Newest()
-	settling := !newest.IsZero() && b.clock.Now().Sub(newest) < settleRounds*b.renew
+	settling := b.settling(newest)
 	return Balance(BalanceInput{Self: b.self, Members: live, Shards: views, Learning: learning, Settling: settling}), live, shards
+}
+
+// settling reports whether a replica became live too recently to release
+// for balance: within settleRounds of newest, and for at most
+// maxSettleRounds in a row.
+func (b *Balancer) settling(newest time.Time) bool {
+	now := b.clock.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if newest.IsZero() || now.Sub(newest) >= settleRounds*b.renew {
+		b.settlingSince = time.Time{}
+		return false
+	}
+	if b.settlingSince.IsZero() {
+		b.settlingSince = now
+	}
+	return now.Sub(b.settlingSince) < maxSettleRounds*b.renew
 }
 
 // Step beats, then plans: it logs a changed plan and asks the keeper of the
@@ -175,12 +203,15 @@ func (b *Balancer) Step(ctx context.Context) BalancePlan {
 	b.mu.Lock()
 	switch {
 	case b.learned:
+	case now.Sub(b.started) >= settleRounds*b.renew:
+		// Without two heartbeats landing in time, balancing goes on with
+		// the replicas seen so far.
+		b.learned = true
 	case err == nil && b.beaten.IsZero():
 		b.beaten = now
-	case err == nil && now.Sub(b.beaten) >= b.renew/2, now.Sub(b.started) >= settleRounds*b.renew:
+	case err == nil && now.Sub(b.beaten) >= b.renew/2:
 		// A heartbeat half a renew interval after the first has seen every
-		// replica started together; without one, balancing goes on with
-		// the replicas seen so far.
+		// replica started together.
 		b.learned = true
 	}
 	b.mu.Unlock()

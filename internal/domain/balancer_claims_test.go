@@ -2,6 +2,8 @@ package domain_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/sf2loki/sf2loki/internal/domain"
@@ -126,6 +128,104 @@ func TestADepartedHolderRestartedIsNotGone(t *testing.T) {
 		}
 		if got, live := r.led(), r.b.Members(); got != 2 || len(live) != 2 {
 			t.Fatalf("a leads %d of 4 with members %v: a restarted b was counted gone for its earlier process's release", got, live)
+		}
+	})
+}
+
+// A replica that keeps becoming live (c crash-looping, each process under
+// a new instance) keeps every other replica settling; settling holds back
+// releases for balance, but not for ever: a, leading all four shards with
+// c live (ceiling 2), hands one off within a few renew intervals. Before
+// the run of settling was bounded, a never released: it led 4 with a
+// ceiling of 2 for as long as c looped.
+func TestAReplicaAboveTheCeilingReleasesWhilePeersKeepJoining(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		const maxSettle = 4 // renew intervals: the bound the balancer documents
+		shards := []string{"org-1", "org-2", "org-3", "org-4"}
+		members := porttest.NewMemoryCAS("members")
+		ma, err := domain.NewMembership(members, clk, domain.MemberConfig{Holder: "a", TTL: ttl, RenewInterval: renew})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := domain.NewBalancer(ma, clk, renew, nil)
+		keepers := map[string]*domain.LeaseKeeper{}
+		for _, s := range shards {
+			k, err := domain.NewLeaseKeeper(porttest.NewMemoryCAS(s), clk, domain.LeaseConfig{Holder: "a", TTL: ttl, RenewInterval: renew, Gate: b.Gate(s)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keepers[s] = k
+			b.Add(domain.Shard{Name: s, Keeper: k})
+		}
+		// Alone, a learns and claims all four.
+		for range 3 {
+			b.Step(t.Context())
+			for _, s := range shards {
+				keepers[s].Step(t.Context())
+			}
+			advance(t, clk, renew)
+		}
+		if plan := b.Plan(); plan.Led != 4 {
+			t.Fatalf("alone, a must lead all four: %+v", plan)
+		}
+		// c restarts every renew interval, under a new instance each time.
+		released := false
+		for i := range 6 * maxSettle {
+			mc, err := domain.NewMembership(members, clk, domain.MemberConfig{Holder: "c", Instance: fmt.Sprintf("c%d", i), TTL: ttl, RenewInterval: renew})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := mc.Beat(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if plan := b.Step(t.Context()); plan.Release != "" {
+				released = true
+				if i > maxSettle {
+					t.Fatalf("a released only after %d renew intervals of c looping (at most %d)", i, maxSettle)
+				}
+				break
+			}
+			advance(t, clk, renew)
+		}
+		if !released {
+			t.Fatalf("a leads 4 shards beside a looping c (ceiling 2) and never releases one: %+v", b.Plan())
+		}
+	})
+}
+
+// A replica whose heartbeats fail at first learns its peers with the first
+// one that lands once two renew intervals have passed since it started,
+// not half a renew interval after that: the wait for a second heartbeat
+// is for replicas started together, and two intervals are already past.
+// Before, the first heartbeat landing late only started that wait, and a
+// lone replica claimed nothing for another step.
+func TestAReplicaWhoseFirstHeartbeatsFailLearnsWhenOneLands(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		members := porttest.NewMemoryCAS("members")
+		// Refused outright (not retried within the beat: the fake clock
+		// only moves when the test moves it).
+		members.Inject(porttest.Fault{Op: porttest.OpGet, Err: errors.New("403 access denied")})
+		ma, err := domain.NewMembership(members, clk, domain.MemberConfig{Holder: "a", TTL: ttl, RenewInterval: renew})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := domain.NewBalancer(ma, clk, renew, nil)
+		k, err := domain.NewLeaseKeeper(porttest.NewMemoryCAS("org-1"), clk, domain.LeaseConfig{Holder: "a", TTL: ttl, RenewInterval: renew, Gate: b.Gate("org-1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Add(domain.Shard{Name: "org-1", Keeper: k})
+		for range 2 {
+			b.Step(t.Context())
+			if res := k.Step(t.Context()); res.Role == domain.RoleLeader {
+				t.Fatalf("a claims before it has learned its peers: %+v", res)
+			}
+			advance(t, clk, renew)
+		}
+		members.ClearFaults()
+		b.Step(t.Context())
+		if res := k.Step(t.Context()); res.Role != domain.RoleLeader {
+			t.Fatalf("two renew intervals after it started, with a heartbeat landed, a must claim the free shard: %+v, plan %+v", res, b.Plan())
 		}
 	})
 }
