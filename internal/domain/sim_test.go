@@ -581,6 +581,12 @@ func (w *world) assignFresh() {
 		if a.node != b.node {
 			return a.node - b.node
 		}
+		// One node's objects are driven by goroutines of their own (a
+		// keeper per shard): their requests' seq order is a race, the order
+		// of one object's requests is not.
+		if c := strings.Compare(a.obj, b.obj); c != 0 {
+			return c
+		}
 		return int(a.seq) - int(b.seq)
 	})
 	for _, r := range fresh {
