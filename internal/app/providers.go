@@ -322,7 +322,10 @@ func newSalesforceAuthObserved(org string, sf config.Salesforce, pause time.Dura
 		Username: strings.TrimSpace(sf.Username), OrgID: sf.OrgID, TokenTTL: sf.TokenTTL, Audience: sf.JWTAudience(), Logger: log,
 		ThrottlePause: pause}
 	if t != nil {
-		c.Refreshed, c.MintFailed, c.Throttled = t.SalesforceAuthRefreshed, t.SalesforceAuthFailed, t.SalesforceThrottled
+		t.zeroSalesforce(org)
+		c.Refreshed = func(reason string) { t.SalesforceAuthRefreshed(org, reason) }
+		c.MintFailed = func(reason string) { t.SalesforceAuthFailed(org, reason) }
+		c.Throttled = func(api string) { t.SalesforceThrottled(org, api) }
 	}
 	switch sf.AuthMode {
 	case salesforce.JWTBearer:

@@ -119,8 +119,8 @@ func busyLeaderSeries(t *testing.T) (scrape func() map[string]bool) {
 			d.Telemetry().ShardsLed() == 1
 	})
 	tel := d.Telemetry()
-	tel.SalesforceThrottled("query")
-	tel.SalesforceAuthFailed("refused")
+	tel.SalesforceThrottled("", "query")
+	tel.SalesforceAuthFailed("", "refused")
 	tel.PubSubReconnect("/event/LoginEventStream", "unavailable")
 	tel.Observe(domain.Event{Kind: domain.EventRenewFailed, At: time.Now()})
 	tel.sinkStats.Load().Drop("bad_request", 1)

@@ -44,6 +44,7 @@ type Telemetry struct {
 	shardMu      sync.Mutex
 	shards       []*ShardTelemetry // in the order registered
 	transitions  metric.Int64Counter
+	acquisitions metric.Int64Counter
 	renewFails   metric.Int64Counter
 	commits      metric.Int64Counter
 	pushesFenced metric.Int64Counter
@@ -130,10 +131,64 @@ func (t *Telemetry) Shard(name string, fenceOK func() bool, blocked func() strin
 	st := &ShardTelemetry{name: name}
 	st.fenceOK.Store(&fenceOK)
 	st.blocked.Store(&blocked)
+	t.zeroShard(name)
 	t.shardMu.Lock()
 	defer t.shardMu.Unlock()
 	t.shards = append(t.shards, st)
 	return st
+}
+
+// The label values of the shard's counters, every one exported at 0 from
+// the start: an alert's increase() counts the first event only from a
+// sample before it.
+var (
+	transitionKinds = []domain.EventKind{domain.EventAcquired, domain.EventRenewed, domain.EventRenewedAfterFailure,
+		domain.EventLost, domain.EventFenced, domain.EventReleased, domain.EventLostRace, domain.EventRecoveredLostAck}
+	commitOutcomes     = []string{"ok", "conflict", "fenced", "recovered", "error"}
+	throttledCalls     = []string{"query", "logfile", "rest"}
+	authRefreshReasons = []string{"initial", "expiry", "invalid_session"}
+	authFailureReasons = []string{"refused", "unavailable"}
+	storeOps           = []string{"get", "put", "delete"}
+	storeOutcomes      = []string{"ok", "not_found", "precondition_failed", "transient", "error"}
+)
+
+// zeroShard exports the shard's lease and checkpoint counters at 0.
+func (t *Telemetry) zeroShard(shard string) {
+	ctx := context.Background()
+	for _, k := range transitionKinds {
+		add(ctx, t.transitions, 0, shard, attribute.String("transition", string(k)))
+	}
+	for _, f := range domain.AcquiredFroms {
+		add(ctx, t.acquisitions, 0, shard, attribute.String("from", string(f)))
+	}
+	for _, o := range commitOutcomes {
+		add(ctx, t.commits, 0, shard, attribute.String("outcome", o))
+	}
+	add(ctx, t.renewFails, 0, shard)
+	add(ctx, t.pushesFenced, 0, shard)
+}
+
+// zeroSalesforce exports an org's Salesforce counters at 0.
+func (t *Telemetry) zeroSalesforce(org string) {
+	ctx := context.Background()
+	for _, c := range throttledCalls {
+		add(ctx, t.sfThrottled, 0, org, attribute.String("api", c))
+	}
+	for _, r := range authRefreshReasons {
+		add(ctx, t.sfRefreshes, 0, org, attribute.String("reason", r))
+	}
+	for _, r := range authFailureReasons {
+		add(ctx, t.sfMintFails, 0, org, attribute.String("reason", r))
+	}
+}
+
+// add adds n to c with the shard label (none for "", the single-org form:
+// to Prometheus an empty label is an absent one, so one rule's
+// "by (shard)" serves both forms).
+func add(ctx context.Context, c metric.Int64Counter, n int64, shard string, kv ...attribute.KeyValue) {
+	if c != nil {
+		c.Add(ctx, n, metric.WithAttributeSet(flowAttrs(shard, kv...)))
+	}
 }
 
 func (t *Telemetry) allShards() []*ShardTelemetry {
@@ -286,39 +341,39 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 		*dst, err = m.Int64Counter(name, metric.WithDescription(desc))
 		errs = append(errs, err)
 	}
-	counter(&t.transitions, "sf2loki_lease_transitions", "Lease transitions by kind.")
-	counter(&t.renewFails, "sf2loki_lease_renew_failures", "Renewal rounds that failed without losing the lease.")
-	counter(&t.commits, "sf2loki_checkpoint_commits", "Checkpoint writes by outcome: ok, conflict, fenced, recovered, error.")
-	counter(&t.pushesFenced, "sf2loki_pushes_fenced", "Pushes to Loki the lease fence stopped (before they were sent, or while they were being sent): each batch is abandoned uncommitted, and the next leader re-ingests it.")
-	if t.pushesFenced != nil {
-		t.pushesFenced.Add(context.Background(), 0) // exported from the start: the first one shows as an increase
-	}
+	const perShard = " Every label value from the start (0). Labelled shard=<org> when orgs are configured."
+	counter(&t.transitions, "sf2loki_lease_transitions", "Lease transitions by kind (acquired, renewed, renewed_after_failure, lost, fenced, released, lost_race, recovered_lost_ack)."+perShard)
+	counter(&t.acquisitions, "sf2loki_lease_acquisitions", "Leases this replica acquired, by the state the lease was in: absent (a first start), released (a graceful stop or a hand-off), own (it named this process), stale (its holder stopped renewing: an unplanned take-over)."+perShard)
+	counter(&t.renewFails, "sf2loki_lease_renew_failures", "Renewal rounds that failed without losing the lease."+perShard)
+	counter(&t.commits, "sf2loki_checkpoint_commits", "Checkpoint writes by outcome: ok, conflict, fenced, recovered, error."+perShard)
+	counter(&t.pushesFenced, "sf2loki_pushes_fenced", "Pushes to Loki the lease fence stopped (before they were sent, or while they were being sent): each batch is abandoned uncommitted, and the next leader re-ingests it."+perShard)
 	t.commitTime, err = m.Float64Histogram("sf2loki_checkpoint_commit_duration", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(secondBuckets...),
 		metric.WithDescription("Time to write a checkpoint, retries included."))
 	errs = append(errs, err)
 	counter(&t.requests, "sf2loki_objectstore_requests", "Requests to the lease and checkpoint stores by backend, operation and outcome.")
-	counter(&t.sfThrottled, "sf2loki_salesforce_throttled", "REQUEST_LIMIT_EXCEEDED answers (the org's API limit) by the call that met it (query, logfile, rest); every REST call of the org then pauses until the next poll.")
-	counter(&t.sfRefreshes, "sf2loki_salesforce_auth_refreshes", "Salesforce tokens minted, by reason: initial, expiry (the cached token's time was up), invalid_session (a request answered 401).")
-	counter(&t.sfMintFails, "sf2loki_salesforce_auth_failures", "Salesforce token mints that failed, by reason: refused (the credentials were refused), unavailable (no answer).")
+	counter(&t.sfThrottled, "sf2loki_salesforce_throttled", "REQUEST_LIMIT_EXCEEDED answers (the org's API limit) by the call that met it (query, logfile, rest); every REST call of the org then pauses until the next poll."+perShard)
+	counter(&t.sfRefreshes, "sf2loki_salesforce_auth_refreshes", "Salesforce tokens minted, by reason: initial, expiry (the cached token's time was up), invalid_session (a request answered 401)."+perShard)
+	counter(&t.sfMintFails, "sf2loki_salesforce_auth_failures", "Salesforce token mints that failed, by reason: refused (the credentials were refused), unavailable (no answer)."+perShard)
 	counter(&t.unreadable, "sf2loki_checkpoint_unreadable", "Stored checkpoints a source could not read, by source; each restarts from its lookback window.")
 	counter(&t.pubsub, "sf2loki_pubsub_events", "Pub/Sub events and streams by topic and what happened: undecodable (skipped), replay_fallback (a refused replay id restarted the topic from EARLIEST), stalled (no response within stall_timeout), streaming_off (Event Manager's streaming switch is off), streaming_silent (the storage object holds events the stream never delivered).")
 	counter(&t.reconnects, "sf2loki_pubsub_reconnects", "Pub/Sub subscriptions reopened, by topic and reason.")
 	return errors.Join(errs...)
 }
 
-// SalesforceThrottled counts a REQUEST_LIMIT_EXCEEDED answer.
-func (t *Telemetry) SalesforceThrottled(api string) {
-	t.sfThrottled.Add(context.Background(), 1, metric.WithAttributes(attribute.String("api", api)))
+// SalesforceThrottled counts a REQUEST_LIMIT_EXCEEDED answer to org ("":
+// the single-org form).
+func (t *Telemetry) SalesforceThrottled(org, api string) {
+	add(context.Background(), t.sfThrottled, 1, org, attribute.String("api", api))
 }
 
-// SalesforceAuthRefreshed counts a minted token by reason.
-func (t *Telemetry) SalesforceAuthRefreshed(reason string) {
-	t.sfRefreshes.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+// SalesforceAuthRefreshed counts a token minted for org, by reason.
+func (t *Telemetry) SalesforceAuthRefreshed(org, reason string) {
+	add(context.Background(), t.sfRefreshes, 1, org, attribute.String("reason", reason))
 }
 
-// SalesforceAuthFailed counts a failed mint by reason.
-func (t *Telemetry) SalesforceAuthFailed(reason string) {
-	t.sfMintFails.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+// SalesforceAuthFailed counts a failed mint for org, by reason.
+func (t *Telemetry) SalesforceAuthFailed(org, reason string) {
+	add(context.Background(), t.sfMintFails, 1, org, attribute.String("reason", reason))
 }
 
 // AddSalesforceAuthProbe adds how an org's token source says why its
@@ -397,8 +452,14 @@ func (t *Telemetry) RegisterSink(stats *loki.Stats) func(time.Duration) {
 	}
 	_, _ = t.meter.Int64ObservableCounter("sf2loki_loki_entries_dropped", metric.WithDescription("Entries never shipped whose checkpoints moved on, by reason: bad_request and oversized_413 (Loki refused the entry pushed alone), budget (egress budget_action drop)."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			for reason, n := range stats.Dropped() {
-				o.Observe(n, metric.WithAttributes(attribute.String("reason", reason)))
+			dropped := stats.Dropped()
+			for _, reason := range loki.DropReasons {
+				o.Observe(dropped[reason], metric.WithAttributes(attribute.String("reason", reason)))
+			}
+			for reason, n := range dropped {
+				if !slices.Contains(loki.DropReasons, reason) {
+					o.Observe(n, metric.WithAttributes(attribute.String("reason", reason)))
+				}
 			}
 			return nil
 		}))
@@ -542,20 +603,21 @@ var leaseSpans = map[domain.EventKind]bool{
 	domain.EventFenced: true, domain.EventReleased: true, domain.EventRecoveredLostAck: true,
 }
 
-// Observe implements domain.Observer.
-func (t *Telemetry) Observe(e domain.Event) { t.observe(e, t.log) }
+// Observe implements domain.Observer (the single-org form: no shard label).
+func (t *Telemetry) Observe(e domain.Event) { t.observe(e, "", t.log) }
 
 // ForShard returns the Observer of an org's lease keeper and committer: the
-// same metrics and spans, and log lines that name the org ("" is t).
+// same metrics, labelled shard=<org>, spans, and log lines that name the
+// org ("" is t).
 func (t *Telemetry) ForShard(org string) domain.Observer {
 	if org == "" {
 		return t
 	}
 	log := t.log.With("org", org)
-	return domain.ObserverFunc(func(e domain.Event) { t.observe(e, log) })
+	return domain.ObserverFunc(func(e domain.Event) { t.observe(e, org, log) })
 }
 
-func (t *Telemetry) observe(e domain.Event, log *slog.Logger) {
+func (t *Telemetry) observe(e domain.Event, shard string, log *slog.Logger) {
 	ctx := context.Background()
 	t.counterMu.Lock()
 	t.counterTotal[string(e.Kind)]++
@@ -568,25 +630,28 @@ func (t *Telemetry) observe(e domain.Event, log *slog.Logger) {
 	switch e.Kind {
 	case domain.EventAcquired, domain.EventRenewed, domain.EventRenewedAfterFailure, domain.EventLost,
 		domain.EventFenced, domain.EventReleased, domain.EventLostRace:
-		t.transitions.Add(ctx, 1, metric.WithAttributes(attribute.String("transition", string(e.Kind))))
+		add(ctx, t.transitions, 1, shard, attribute.String("transition", string(e.Kind)))
+		if e.Kind == domain.EventAcquired && e.From != "" {
+			add(ctx, t.acquisitions, 1, shard, attribute.String("from", string(e.From)))
+		}
 	case domain.EventRenewFailed:
-		t.renewFails.Add(ctx, 1)
+		add(ctx, t.renewFails, 1, shard)
 	case domain.EventCommitted, domain.EventClaimed:
-		t.commit(ctx, "ok", e)
+		t.commit(ctx, shard, "ok", e)
 	case domain.EventConflict:
-		t.commit(ctx, "conflict", e)
+		t.commit(ctx, shard, "conflict", e)
 	case domain.EventCommitFenced:
-		t.commit(ctx, "fenced", e)
+		t.commit(ctx, shard, "fenced", e)
 	case domain.EventCommitFailed:
-		t.commit(ctx, "error", e)
+		t.commit(ctx, shard, "error", e)
 	case domain.EventPushFenced:
-		t.pushesFenced.Add(ctx, 1)
+		add(ctx, t.pushesFenced, 1, shard)
 	}
 	if e.Kind == domain.EventRecoveredLostAck {
 		if e.Holder == "" { // from the committer
-			t.commits.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "recovered")))
+			add(ctx, t.commits, 1, shard, attribute.String("outcome", "recovered"))
 		} else {
-			t.transitions.Add(ctx, 1, metric.WithAttributes(attribute.String("transition", string(e.Kind))))
+			add(ctx, t.transitions, 1, shard, attribute.String("transition", string(e.Kind)))
 		}
 	}
 	if leaseSpans[e.Kind] {
@@ -600,8 +665,8 @@ func (t *Telemetry) observe(e domain.Event, log *slog.Logger) {
 	logEvent(log, e)
 }
 
-func (t *Telemetry) commit(ctx context.Context, outcome string, e domain.Event) {
-	t.commits.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+func (t *Telemetry) commit(ctx context.Context, shard, outcome string, e domain.Event) {
+	add(ctx, t.commits, 1, shard, attribute.String("outcome", outcome))
 	t.commitTime.Record(ctx, e.Duration.Seconds())
 }
 
@@ -669,6 +734,12 @@ type instrumented struct {
 }
 
 func (t *Telemetry) instrument(backend string, s ports.ObjectCAS) ports.ObjectCAS {
+	for _, op := range storeOps {
+		for _, o := range storeOutcomes {
+			t.requests.Add(context.Background(), 0, metric.WithAttributes(attribute.String("backend", backend),
+				attribute.String("op", op), attribute.String("outcome", o)))
+		}
+	}
 	return &instrumented{ObjectCAS: s, backend: backend, t: t}
 }
 

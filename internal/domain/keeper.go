@@ -400,6 +400,7 @@ type claimDecision struct {
 	epoch  uint64        // the superseded lease's epoch (0 if none or unknown)
 	wait   time.Duration // when to look again if not claiming
 	reason string
+	from   AcquiredFrom // the lease's state, when claiming
 	// observed, when set, reports a holder or an epoch not reported before.
 	observed *Event
 }
@@ -410,7 +411,7 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
 		k.seen = false
-		return claimDecision{claim: true, pre: ports.CreateOnly(), reason: "lease absent"}
+		return claimDecision{claim: true, pre: ports.CreateOnly(), reason: "lease absent", from: FromAbsent}
 	case err != nil:
 		// Transient or otherwise unknown: never "absent", never a write.
 		return claimDecision{wait: r, reason: fmt.Sprintf("cannot read the lease, not contesting: %v", err)}
@@ -424,9 +425,9 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 		k.maxEpoch = max(k.maxEpoch, rec.Epoch)
 		switch {
 		case rec.Holder == "":
-			return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch, reason: "lease released"}
+			return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch, reason: "lease released", from: FromReleased}
 		case rec.Instance == k.cfg.Instance:
-			return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch, reason: "lease names this process"}
+			return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch, reason: "lease names this process", from: FromOwn}
 		}
 	}
 	if !k.seen || obj.Version != k.seenVer {
@@ -455,7 +456,7 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 		return claimDecision{wait: min(r, ttl-held), reason: fmt.Sprintf("lease %s, unchanged for %s of %s", what, held.Round(time.Millisecond), ttl),
 			observed: observed}
 	}
-	return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch,
+	return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch, from: FromStale,
 		reason: fmt.Sprintf("lease %s is stale: unchanged for %s", what, held.Round(time.Millisecond)), observed: observed}
 }
 
@@ -587,7 +588,7 @@ func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
 		events = append(events, k.event(EventRecoveredLostAck, epoch, "acquisition landed though its acknowledgement was lost"))
 	}
 	ev := k.event(EventAcquired, epoch, d.reason)
-	ev.Attempts = res.attempts
+	ev.Attempts, ev.From = res.attempts, d.from
 	k.emit(append(events, ev)...)
 	return StepResult{Role: RoleLeader, Transition: TransitionAcquired, Epoch: epoch,
 		Next: k.untilNextRenewal(res.sentAt), Reason: d.reason}

@@ -53,6 +53,26 @@ const (
 	EventCommitFailed EventKind = "commit_failed"
 )
 
+// AcquiredFrom says what state a lease was in when this process acquired
+// it: a take-over of a stale lease is unplanned (its holder died, froze or
+// lost its store); the others are planned or a first start.
+type AcquiredFrom string
+
+// The states an acquired lease was in (Event.From).
+const (
+	// FromAbsent: no lease object (a first start, or one deleted).
+	FromAbsent AcquiredFrom = "absent"
+	// FromReleased: its holder released it (a graceful stop or a hand-off).
+	FromReleased AcquiredFrom = "released"
+	// FromOwn: it named this very process (a restart of the keeper).
+	FromOwn AcquiredFrom = "own"
+	// FromStale: its holder let it go unchanged for its ttl.
+	FromStale AcquiredFrom = "stale"
+)
+
+// AcquiredFroms are every AcquiredFrom, for exporters that list them.
+var AcquiredFroms = []AcquiredFrom{FromAbsent, FromReleased, FromOwn, FromStale}
+
 // Event is one report from the core. The app turns events into metrics,
 // spans and logs; the core itself imports no telemetry library.
 type Event struct {
@@ -81,6 +101,9 @@ type Event struct {
 	// Graceful is true when leadership ends as planned (EventLost on a
 	// graceful stop or a resignation): the lease is released next.
 	Graceful bool
+	// From is the state the lease was in when it was acquired
+	// (EventAcquired).
+	From AcquiredFrom
 }
 
 // Observer receives the core's events. Implementations must be fast and

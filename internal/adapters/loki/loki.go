@@ -163,8 +163,12 @@ func (e *RejectingError) Error() string {
 // Unwrap returns ErrRejectingAll.
 func (e *RejectingError) Unwrap() error { return ErrRejectingAll }
 
-// Dropped returns entries dropped by reason (bad_request, oversized_413,
-// budget).
+// DropReasons are the reasons Stats counts dropped entries by: Loki
+// refused the entry pushed alone (bad_request, oversized_413), or the
+// egress governor's budget_action drop (budget).
+var DropReasons = []string{"bad_request", "oversized_413", "budget"}
+
+// Dropped returns entries dropped by reason (DropReasons).
 func (s *Stats) Dropped() map[string]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
