@@ -23,8 +23,10 @@ const jsonSchemaDescription = "The sf2loki configuration file (the YAML given to
 	"the rules between keys (the keys each coordinate.type, state.store and salesforce.auth_mode require, " +
 	"renew_interval below ttl/2, orgs instead of the top-level salesforce and sources, unique org names, the " +
 	"allowed labels, a lease that is the checkpoint document), the range of a duration, which keys each transform " +
-	"action needs and whether its pattern compiles, sample fractions (0 to 1), and what the environment changes " +
-	"when loading: SF2LOKI_* overrides and ${NAME} placeholders (a duration, URL or address holding one is not " +
+	"action needs, whether its pattern compiles and whether its replacement names only the pattern's groups, " +
+	"sample fractions (0 to 1), and what the environment changes " +
+	"when loading: SF2LOKI_* overrides and ${NAME} placeholders ($${NAME} is the text ${NAME}; a transform's " +
+	"pattern and replacement hold none; a duration, URL or address holding one is not " +
 	"checked; a number, boolean or enumerated value cannot be one here: set it with SF2LOKI_* instead). It asks " +
 	"for each value in its own YAML type: a number or a boolean unquoted, text that looks like a number quoted " +
 	"(tenant_id: \"12345\"), a list even of one item; a section, list or map may be left empty (null)."

@@ -94,7 +94,7 @@ func Load(path string, opts ...Option) (*Config, []string, error) {
 	}
 	sugg := &suggester{left: maxSuggestions}
 	problems = append(problems, checkTree(raw, "", "", sugg)...)
-	problems = append(problems, interpolate(raw, "")...)
+	problems = append(problems, interpolate(raw, "", "")...)
 	for _, f := range levelFields()[""] {
 		if len(f.Enum) > 0 {
 			enumBool(raw, f.Path)
@@ -174,39 +174,74 @@ var decodePath = regexp.MustCompile(`'([a-z0-9_.]+)'`)
 
 var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
+// dollarsBeforePlaceholder matches a run of $ and the {NAME} after it: the
+// last $ of an odd run starts a placeholder, and each pair before it is the
+// escape of one literal $.
+var dollarsBeforePlaceholder = regexp.MustCompile(`(\$+)\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandPlaceholders replaces each ${NAME} in s with value(NAME), or
+// leaves it as written when value reports false. $$ before {NAME} is the
+// escape of a literal $, so $${NAME} is the text ${NAME} and $$${NAME} a $
+// then NAME's value (Terraform's and Apache NiFi's rule). Every other $ is
+// left alone, $$ included: a password such as pa$$word, a regular
+// expression's $ or a Go replacement's $$ need no escape.
+func expandPlaceholders(s string, value func(name string) (string, bool)) string {
+	if !strings.Contains(s, "${") {
+		return s
+	}
+	return dollarsBeforePlaceholder.ReplaceAllStringFunc(s, func(m string) string {
+		sub := dollarsBeforePlaceholder.FindStringSubmatch(m)
+		n, name := len(sub[1]), sub[2]
+		literal := strings.Repeat("$", n/2)
+		if n%2 == 0 {
+			return literal + "{" + name + "}"
+		}
+		if val, ok := value(name); ok {
+			return literal + val
+		}
+		return literal + "${" + name + "}"
+	})
+}
+
 // interpolate replaces ${NAME} in every string value (in mappings and
-// lists) with the environment variable NAME; an unset variable is a
-// problem.
-func interpolate(m map[string]any, prefix string) []Problem {
+// lists) with the environment variable NAME, and $${NAME} with the text
+// ${NAME} (expandPlaceholders); an unset variable is a problem. A key
+// marked verbatim (a transform's pattern and replacement, whose ${name}
+// is a regexp group) is left as written. prefix is m's path as shown in
+// problems ("orgs[0].sources"), schemaPrefix its path in the schema
+// ("orgs[].sources").
+func interpolate(m map[string]any, prefix, schemaPrefix string) []Problem {
 	var problems []Problem
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		var p []Problem
-		m[k], p = interpolateValue(m[k], join(prefix, k))
+		m[k], p = interpolateValue(m[k], join(prefix, k), join(schemaPrefix, k))
 		problems = append(problems, p...)
 	}
 	return problems
 }
 
-func interpolateValue(v any, path string) (any, []Problem) {
+func interpolateValue(v any, path, schemaPath string) (any, []Problem) {
 	switch v := v.(type) {
 	case string:
+		if fieldsByPath()[schemaPath].Verbatim {
+			return v, nil
+		}
 		var problems []Problem
-		out := placeholder.ReplaceAllStringFunc(v, func(s string) string {
-			name := placeholder.FindStringSubmatch(s)[1]
+		out := expandPlaceholders(v, func(name string) (string, bool) {
 			val, ok := os.LookupEnv(name)
 			if !ok {
-				problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("${%s} is not set in the environment", name)})
+				problems = append(problems, Problem{Path: path, Message: fmt.Sprintf("${%s} is not set in the environment (write $${%s} for the text ${%s})", name, name, name)})
 			}
-			return val
+			return val, true
 		})
 		return out, problems
 	case map[string]any:
-		return v, interpolate(v, path)
+		return v, interpolate(v, path, schemaPath)
 	case []any:
 		var problems []Problem
 		for i := range v {
 			var p []Problem
-			v[i], p = interpolateValue(v[i], fmt.Sprintf("%s[%d]", path, i))
+			v[i], p = interpolateValue(v[i], fmt.Sprintf("%s[%d]", path, i), schemaPath+"[]")
 			problems = append(problems, p...)
 		}
 		return v, problems

@@ -313,14 +313,12 @@ func (r *olderRewrite) enabled(sec *yaml.Node, at, list string) {
 }
 
 // expand replaces each ${VAR} that is set in v (the older implementation
-// expanded them before reading a value); an unset one is left for the
-// loader to report.
+// expanded them before reading a value), and $${VAR} with the text ${VAR}
+// as the loader does; an unset one is left for the loader to report.
 func (r *olderRewrite) expand(v string) string {
-	return placeholder.ReplaceAllStringFunc(v, func(m string) string {
-		if val := r.getenv(m[2 : len(m)-1]); val != "" {
-			return val
-		}
-		return m
+	return expandPlaceholders(v, func(name string) (string, bool) {
+		val := r.getenv(name)
+		return val, val != ""
 	})
 }
 

@@ -40,8 +40,12 @@ type Field struct {
 	// Secret marks a key whose value is a secret (the secret:"true" tag; a
 	// map's values): shown redacted wherever the configuration is printed.
 	Secret bool
-	kind   reflect.Kind
-	index  []int
+	// Verbatim marks a key the loader never interpolates (the
+	// verbatim:"true" tag): a transform's pattern and replacement, where
+	// ${name} is regexp syntax, not an environment variable.
+	Verbatim bool
+	kind     reflect.Kind
+	index    []int
 	// min and max are Min and Max as numbers (nanoseconds for durations).
 	min, max       int64
 	hasMin, hasMax bool
@@ -132,6 +136,7 @@ func walk(t reflect.Type, prefix string, depth int, index []int, overrides map[s
 		f.Min, f.Max, f.Format = sf.Tag.Get("min"), sf.Tag.Get("max"), sf.Tag.Get("format")
 		f.ZeroAllowed = sf.Tag.Get("zero") == "allowed"
 		f.Secret = sf.Tag.Get("secret") == "true"
+		f.Verbatim = sf.Tag.Get("verbatim") == "true"
 		f.min, f.hasMin = bound(f, f.Min)
 		f.max, f.hasMax = bound(f, f.Max)
 		*out = append(*out, f)

@@ -43,7 +43,10 @@ type Rule struct {
 	// field named is present and matches.
 	Match map[string]string
 	// Pattern (RegexReplace only) is an RE2 expression; Replacement
-	// replaces each match, with $1 or ${name} for groups.
+	// replaces each match, in Go's regexp.Expand syntax: $1 or ${1}, $name
+	// or ${name} for groups, $$ for a literal $. Both are taken as
+	// written; Validate refuses a reference to a group Pattern lacks and a
+	// ${NAME} in Pattern whose $ is not escaped (it matches nothing).
 	Pattern, Replacement string
 	// Name names the rule in errors and in the Filtered counter; blank:
 	// <action>#<position from 1>.
@@ -193,11 +196,18 @@ func Validate(cfg Config) []error {
 			}
 		}
 		if r.Action == RegexReplace {
+			for _, reason := range patternProblems(r.Pattern) {
+				bad("pattern", "%s", reason)
+			}
 			if r.Pattern == "" {
 				bad("pattern", "required by regex_replace: an RE2 regular expression")
-			} else if _, err := regexp.Compile(r.Pattern); err != nil {
+			} else if re, err := regexp.Compile(r.Pattern); err != nil {
 				errs = append(errs, &RuleError{Index: i, Name: name, Key: "pattern", Err: err,
 					Reason: fmt.Sprintf("%q is not an RE2 regular expression: %q (RE2 has no lookaround or backreferences)", r.Pattern, err.Error())})
+			} else {
+				for _, reason := range replacementProblems(re, r.Replacement) {
+					bad("replacement", "%s", reason)
+				}
 			}
 		} else {
 			if r.Pattern != "" {

@@ -496,3 +496,86 @@ func TestTheDocumentedRecordIDRuleReplacesAdjacentIDs(t *testing.T) {
 		}
 	}
 }
+
+// A replacement is Go's regexp.Expand syntax, taken as written: $1, ${1},
+// $name and ${name} are the pattern's groups ($0 the whole match), $$ a
+// literal $ (so $${name} is the text ${name}). A reference to a group the
+// pattern lacks, which Expand would replace with nothing, is refused with
+// the groups it has, and, for $1x or $name_x, the braces that were meant.
+func TestReplacementReferencesNameGroups(t *testing.T) {
+	const pattern = `^(?P<local>[^@]+)@(\w+)\.(?P<tld>\w+)$`
+	for repl, want := range map[string]string{
+		"${local}@redacted":   "alice@redacted",
+		"$local@redacted":     "alice@redacted",
+		"${1}@$2.${3}":        "alice@example.com",
+		"$1 at $tld":          "alice at com",
+		"[$0]":                "[alice@example.com]",
+		"$$${local} costs $$": "$alice costs $",
+		"$${local}":           "${local}",
+		"${2}x":               "examplex",
+		"$ 5 and ${":          "$ 5 and ${",
+	} {
+		s := mustNew(t, shape.Config{Rules: []shape.Rule{{Action: shape.RegexReplace, Fields: []string{"Username"}, Pattern: pattern, Replacement: repl}}})
+		row := map[string]string{"Username": "alice@example.com"}
+		s.For("LoginEvent").Strings(row)
+		if row["Username"] != want {
+			t.Errorf("replacement %q: %q, want %q", repl, row["Username"], want)
+		}
+	}
+	for repl, wants := range map[string][]string{
+		"@${REDACT_DOMAIN}": {"${REDACT_DOMAIN} names no group of pattern (its groups are $0 (the whole match) to $3, by name ${local}, ${tld})",
+			"never from the environment", "write $$ for a literal $"},
+		"$4":          {"$4 names no group of pattern"},
+		"$1x":         {"$1x names no group", `for the group 1 followed by "x", write ${1}x`},
+		"$local_part": {"$local_part names no group", `for the group local followed by "_part", write ${local}_part`},
+		"$5.00":       {"$5 names no group"},
+		"${01}":       {"${01} names no group"},
+	} {
+		errs := shape.Validate(shape.Config{Rules: []shape.Rule{{Action: shape.RegexReplace, Fields: []string{"A"}, Pattern: pattern, Replacement: repl}}})
+		var re *shape.RuleError
+		if len(errs) != 1 || !errors.As(errs[0], &re) || re.Key != "replacement" {
+			t.Errorf("replacement %q: %v, want one problem on replacement", repl, errs)
+			continue
+		}
+		for _, want := range wants {
+			if !strings.Contains(re.Reason, want) {
+				t.Errorf("replacement %q: %q does not say %q", repl, re.Reason, want)
+			}
+		}
+	}
+	errs := shape.Validate(shape.Config{Rules: []shape.Rule{{Action: shape.RegexReplace, Fields: []string{"A"}, Pattern: "@.*$", Replacement: "${local}"}}})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "it has no group: only $0, the whole match") {
+		t.Errorf("a pattern without groups: %v", errs)
+	}
+}
+
+// A pattern is taken as written. ${NAME} with its $ unescaped is an
+// end-of-text anchor before a literal {NAME}: it matches nothing, and was
+// surely meant as an environment variable or as the text; it is refused
+// with the escape that matches the text. $ anchors, {n} repetitions and
+// an escaped \${NAME} are left alone.
+func TestPatternPlaceholderIsRefused(t *testing.T) {
+	for pattern, want := range map[string]string{
+		`^\d{3}-\d{2,4}$`:     "123-4567",
+		`(ab){2}$|^$`:         "abab",
+		`\${token}`:           "${token}",
+		`[$]\{token\}`:        "${token}",
+		`\\\${token}`:         `\${token}`,
+		`(?P<x>t.ken)\$\{x\}`: "token${x}",
+	} {
+		s := mustNew(t, shape.Config{Rules: []shape.Rule{{Action: shape.RegexReplace, Fields: []string{"A"}, Pattern: pattern, Replacement: "<$0>"}}})
+		row := map[string]string{"A": want}
+		s.For("X").Strings(row)
+		if row["A"] != "<"+want+">" {
+			t.Errorf("pattern %q on %q: %q", pattern, want, row["A"])
+		}
+	}
+	for _, pattern := range []string{`${SECRET}`, `key=${SECRET}`, `\\${SECRET}`, `$${SECRET}`, `\Q${SECRET}\E`, `(?m)^a|${SECRET}`} {
+		errs := shape.Validate(shape.Config{Rules: []shape.Rule{{Action: shape.RegexReplace, Fields: []string{"A"}, Pattern: pattern}}})
+		var re *shape.RuleError
+		if len(errs) != 1 || !errors.As(errs[0], &re) || re.Key != "pattern" ||
+			!strings.Contains(re.Reason, "${SECRET} matches nothing: its $ is the end-of-text anchor; a pattern is read as written, never from the environment: write \\${SECRET} to match the text ${SECRET}") {
+			t.Errorf("pattern %q: %v", pattern, errs)
+		}
+	}
+}
