@@ -355,7 +355,7 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	counter(&t.sfRefreshes, "sf2loki_salesforce_auth_refreshes", "Salesforce tokens minted, by reason: initial, expiry (the cached token's time was up), invalid_session (a request answered 401)."+perShard)
 	counter(&t.sfMintFails, "sf2loki_salesforce_auth_failures", "Salesforce token mints that failed, by reason: refused (the credentials were refused), unavailable (no answer)."+perShard)
 	counter(&t.unreadable, "sf2loki_checkpoint_unreadable", "Stored checkpoints a source could not read, by source; each restarts from its lookback window.")
-	counter(&t.pubsub, "sf2loki_pubsub_events", "Pub/Sub events and streams by topic and what happened: undecodable (skipped), replay_fallback (a refused replay id restarted the topic from EARLIEST), stalled (no response within stall_timeout), streaming_off (Event Manager's streaming switch is off), streaming_silent (the storage object holds events the stream never delivered).")
+	counter(&t.pubsub, "sf2loki_pubsub_events", "Pub/Sub events and streams by topic and what happened: undecodable (skipped), replay_fallback (a refused replay id restarted the topic from EARLIEST), stalled (no response within stall_timeout), streaming_off (Event Manager's streaming switch is off), streaming_silent (the storage object holds events the stream never delivered), bitmap_undecodable (a change event shipped with its field bitmaps as sent: they do not decode against its schema), gap (a gap change event: GAP_CREATE, GAP_UPDATE, GAP_DELETE, GAP_UNDELETE, GAP_OVERFLOW).")
 	counter(&t.reconnects, "sf2loki_pubsub_reconnects", "Pub/Sub subscriptions reopened, by topic and reason.")
 	return errors.Join(errs...)
 }

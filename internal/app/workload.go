@@ -327,6 +327,8 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 				Undecodable:       func(topic string) { t.PubSubEvent(topic, "undecodable") },
 				ReplayFallback:    func(topic string) { t.PubSubEvent(topic, "replay_fallback") },
 				Stalled:           func(topic string) { t.PubSubEvent(topic, "stalled") },
+				BitmapUndecodable: func(topic string) { t.PubSubEvent(topic, "bitmap_undecodable") },
+				Gap:               func(topic string) { t.PubSubEvent(topic, "gap") },
 				Reconnect:         t.PubSubReconnect,
 				GarbageCheckpoint: func(string) { t.CheckpointUnreadable("pubsub") },
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -145,6 +146,16 @@ func TestPubSubSourceEndToEnd(t *testing.T) {
 			t.Fatalf("the UNDELETE is stored at %s, want its commit %s", r["_time"], undeleted.UTC().Format(time.RFC3339Nano))
 		}
 	}
+	// An UPDATE as the Pub/Sub API sends it names its fields in bitmaps;
+	// the stored line names them, the compound field's as Parent.Child.
+	sent := fakepubsub.AccountChange(3, time.Now())["ChangeEventHeader"].(map[string]any)
+	t.Logf("account 3's header as sent: changedFields %v, nulledFields %v", sent["changedFields"], sent["nulledFields"])
+	rows := logs.Query(t, `{source="pubsub",job="pubsub"} "tx-3" | fields _msg`)
+	want := `"changedFields":["Name","LastModifiedDate","Rating","Industry","BillingAddress.City"]`
+	if len(rows) != 1 || !strings.Contains(rows[0]["_msg"], want) || !strings.Contains(rows[0]["_msg"], `"nulledFields":["Industry"]`) {
+		t.Fatalf("account 3's stored line %v, want it to carry %s and nulledFields [Industry]", rows, want)
+	}
+	t.Logf("account 3's line as stored: %s", rows[0]["_msg"])
 	if got := o.position(t, fakepubsub.LoginTopic, checkpoints(t, dir)["pubsub:/event/LoginEventStream"]); got != 501 {
 		t.Fatalf("login checkpoint at replay id %d, want 501 (500 events and the undecodable one)", got)
 	}

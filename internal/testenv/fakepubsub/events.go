@@ -49,9 +49,14 @@ const AccountChangeEventSchema = `{"type":"record","name":"AccountChangeEvent","
  {"name":"Name","type":["null","string"],"default":null},
  {"name":"BillingAddress","type":["null",{"type":"record","name":"Address","fields":[
    {"name":"Street","type":["null","string"],"default":null},
-   {"name":"City","type":["null","string"],"default":null}]}],"default":null},
+   {"name":"City","type":["null","string"],"default":null},
+   {"name":"State","type":["null","string"],"default":null},
+   {"name":"PostalCode","type":["null","string"],"default":null},
+   {"name":"Country","type":["null","string"],"default":null}]}],"default":null},
  {"name":"CreatedDate","type":["null","long"],"doc":"CreatedDate:DateTime","default":null},
- {"name":"LastModifiedDate","type":["null","long"],"doc":"LastModifiedDate:DateTime","default":null}
+ {"name":"LastModifiedDate","type":["null","long"],"doc":"LastModifiedDate:DateTime","default":null},
+ {"name":"Rating","type":["null","string"],"default":null},
+ {"name":"Industry","type":["null","string"],"default":null}
 ]}`
 
 // AccountChangeEventLogicalSchema is AccountChangeEventSchema with every
@@ -75,9 +80,14 @@ const AccountChangeEventLogicalSchema = `{"type":"record","name":"AccountChangeE
  {"name":"Name","type":["null","string"],"default":null},
  {"name":"BillingAddress","type":["null",{"type":"record","name":"Address","fields":[
    {"name":"Street","type":["null","string"],"default":null},
-   {"name":"City","type":["null","string"],"default":null}]}],"default":null},
+   {"name":"City","type":["null","string"],"default":null},
+   {"name":"State","type":["null","string"],"default":null},
+   {"name":"PostalCode","type":["null","string"],"default":null},
+   {"name":"Country","type":["null","string"],"default":null}]}],"default":null},
  {"name":"CreatedDate","type":["null",{"type":"long","logicalType":"timestamp-millis"}],"doc":"CreatedDate:DateTime","default":null},
- {"name":"LastModifiedDate","type":["null",{"type":"long","logicalType":"timestamp-millis"}],"doc":"LastModifiedDate:DateTime","default":null}
+ {"name":"LastModifiedDate","type":["null",{"type":"long","logicalType":"timestamp-millis"}],"doc":"LastModifiedDate:DateTime","default":null},
+ {"name":"Rating","type":["null","string"],"default":null},
+ {"name":"Industry","type":["null","string"],"default":null}
 ]}`
 
 // LoginEvent is LoginEventStream event n at t: Status Success, or for
@@ -98,14 +108,51 @@ func LoginEvent(n int, t time.Time) map[string]any {
 }
 
 // AccountChange is an UPDATE AccountChangeEvent for account n committed at
-// t, changing its name and billing city (a union of null and a record). As
-// over the Pub/Sub API, unchanged fields (CreatedDate) are null.
+// t, changing its name, its rating, its billing city (a compound field: a
+// union of null and a record) and clearing its industry. As over the
+// Pub/Sub API, unchanged fields (CreatedDate, the address's other parts)
+// are null, and the header names the changed and nulled fields in bitmaps
+// over the schema's field positions (Bitmaps): changedFields
+// ["0x<Name, LastModifiedDate, Rating, Industry>", "2-0x2" (City)].
 func AccountChange(n int, t time.Time) map[string]any {
-	return accountEvent(n, "UPDATE", t, map[string]any{
+	ev := accountEvent(n, "UPDATE", t, map[string]any{
 		"Name":             map[string]any{"string": fmt.Sprintf("Account %d", n)},
-		"BillingAddress":   map[string]any{"com.sforce.eventbus.Address": map[string]any{"Street": nil, "City": map[string]any{"string": "Paris"}}},
+		"BillingAddress":   address(map[string]any{"City": map[string]any{"string": "Paris"}}),
 		"LastModifiedDate": t.Truncate(time.Second).UnixMilli(),
-	}, "0x6")
+		"Rating":           map[string]any{"string": "Hot"},
+	})
+	h := ev["ChangeEventHeader"].(map[string]any)
+	h["changedFields"] = Bitmaps(AccountChangeEventSchema, "Name", "BillingAddress.City", "LastModifiedDate", "Rating", "Industry")
+	h["nulledFields"] = Bitmaps(AccountChangeEventSchema, "Industry")
+	return ev
+}
+
+// AccountGap is a gap AccountChangeEvent of account n committed at t
+// (changeType GAP_CREATE, GAP_UPDATE, GAP_DELETE, GAP_UNDELETE or
+// GAP_OVERFLOW): Salesforce could not send the change itself, so the body
+// has no values and the header names no fields; only the record ids tell
+// what to read back from the org.
+func AccountGap(n int, changeType string, t time.Time) map[string]any {
+	ev := accountEvent(n, changeType, t, nil)
+	if changeType == "GAP_OVERFLOW" { // one per entity, naming no record
+		ev["ChangeEventHeader"].(map[string]any)["recordIds"] = []any{}
+	}
+	return ev
+}
+
+// AccountDelete is the DELETE AccountChangeEvent of account n: every body
+// field is null.
+func AccountDelete(n int, t time.Time) map[string]any {
+	return accountEvent(n, "DELETE", t, nil)
+}
+
+// address is a BillingAddress with every part null but those in parts.
+func address(parts map[string]any) map[string]any {
+	a := map[string]any{"Street": nil, "City": nil, "State": nil, "PostalCode": nil, "Country": nil}
+	for k, v := range parts {
+		a[k] = v
+	}
+	return map[string]any{"com.sforce.eventbus.Address": a}
 }
 
 // AccountCreate is the CREATE AccountChangeEvent of account n committed at
@@ -129,13 +176,13 @@ func AccountUndelete(n int, commit, created time.Time) map[string]any {
 	})
 }
 
-func accountEvent(n int, changeType string, commit time.Time, body map[string]any, changed ...any) map[string]any {
+func accountEvent(n int, changeType string, commit time.Time, body map[string]any) map[string]any {
 	rec := map[string]any{
 		"ChangeEventHeader": map[string]any{"entityName": "Account", "recordIds": []any{fmt.Sprintf("001%015d", n)}, "changeType": changeType,
 			"changeOrigin": "com/salesforce/api/soap/60.0", "transactionKey": fmt.Sprintf("tx-%d", n), "sequenceNumber": 1,
 			"commitTimestamp": commit.UnixMilli(), "commitNumber": int64(n), "commitUser": "005000000000001",
-			"nulledFields": []any{}, "diffFields": []any{}, "changedFields": append([]any{}, changed...)},
-		"Name": nil, "BillingAddress": nil, "CreatedDate": nil, "LastModifiedDate": nil,
+			"nulledFields": []any{}, "diffFields": []any{}, "changedFields": []any{}},
+		"Name": nil, "BillingAddress": nil, "CreatedDate": nil, "LastModifiedDate": nil, "Rating": nil, "Industry": nil,
 	}
 	for k, v := range body {
 		rec[k] = v

@@ -47,6 +47,9 @@ type eventSchema struct {
 	// fast writes the line straight from the payload; nil when the schema
 	// has what only the generic path decodes.
 	fast *fastDecoder
+	// names decode a change event header's field bitmaps; nil when the
+	// schema has no ChangeEventHeader.
+	names *fieldNames
 }
 
 type schemaFetch struct {
@@ -119,6 +122,7 @@ func parseSchema(text []byte) (*eventSchema, error) {
 	if out.avro, err = avro.ParseBytesWithCache(plainText, "", &avro.SchemaCache{}); err != nil {
 		return nil, err
 	}
+	out.names = newFieldNames(out.avro)
 	if out.fast, err = compileFast(out.avro, out.datetimes); err != nil && !errors.Is(err, errUnsupported) {
 		return nil, err
 	}
@@ -187,6 +191,20 @@ type decoded struct {
 	probe probe
 	// datetimes are the schema's datetime fields.
 	datetimes []string
+	// bitmapErr is why a ChangeEventHeader field list was shipped as it
+	// came (its bitmaps do not decode against the schema), nil otherwise.
+	bitmapErr error
+}
+
+// changeType is a change event's ChangeEventHeader.changeType (CREATE,
+// UPDATE, …, GAP_OVERFLOW), "" for any other event.
+func (d *decoded) changeType() string {
+	if d.line != "" {
+		return d.probe.changeType()
+	}
+	h, _ := d.rec["ChangeEventHeader"].(map[string]any)
+	s, _ := h["changeType"].(string)
+	return s
 }
 
 // field is a top-level field as the generic path decodes it, nil when
@@ -233,26 +251,33 @@ func (c *schemas) decode(ctx context.Context, ev *eventbus.ProducerEvent, fast b
 		line, probe, err := schema.fast.write(w, ev.GetPayload())
 		switch {
 		case err == nil && fast:
-			out.line, out.probe = w.keep(line), probe
+			out.line, out.probe, out.bitmapErr = w.keep(line), probe, probe.bitmapErr
 			return out, nil
 		case err != nil && !errors.Is(err, errFallback):
 			return decoded{}, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
 		}
 	}
-	if out.rec, err = schema.decodeGeneric(ev.GetPayload()); err != nil {
+	if out.rec, out.bitmapErr, err = schema.decodeRecord(ev.GetPayload()); err != nil {
 		return decoded{}, fmt.Errorf("%w (event %s, schema %s): %w", ErrUndecodable, ev.GetId(), ev.GetSchemaId(), err)
 	}
 	return out, nil
 }
 
-// decodeGeneric decodes a payload into a map and unwraps its unions.
+// decodeGeneric is decodeRecord without the bitmaps' error.
 func (s *eventSchema) decodeGeneric(payload []byte) (map[string]any, error) {
-	var rec map[string]any
+	rec, _, err := s.decodeRecord(payload)
+	return rec, err
+}
+
+// decodeRecord decodes a payload into a map, unwraps its unions and
+// writes a change event header's field bitmaps as names; bitmapErr says
+// why a list was left as it came.
+func (s *eventSchema) decodeRecord(payload []byte) (rec map[string]any, bitmapErr, err error) {
 	if err := decodePayload(s.avro, payload, &rec); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out, _ := plain(s.avro, rec).(map[string]any)
-	return out, nil
+	return out, s.names.apply(out), nil
 }
 
 // decodePayload decodes one payload. It reports a payload that ends early

@@ -67,19 +67,24 @@ const (
 	kArray
 	kMap
 	kUnion
+	// kFieldList is a ChangeEventHeader's changedFields, nulledFields or
+	// diffFields (an array of strings): written as the field names its
+	// bitmaps stand for (bitmap.go).
+	kFieldList
 )
 
 // node is a compiled schema.
 type node struct {
 	kind    kind
-	symbols []string // enum
-	quoted  [][]byte // enum: each symbol as a JSON string
-	size    int      // fixed
-	fields  []field  // record, in schema (wire) order
-	order   []int    // record: field indexes in key order
-	items   *node    // array items, map values
-	union   []*node  // union branches
-	minSize int      // the fewest bytes a value takes on the wire
+	symbols []string    // enum
+	quoted  [][]byte    // enum: each symbol as a JSON string
+	size    int         // fixed
+	fields  []field     // record, in schema (wire) order
+	order   []int       // record: field indexes in key order
+	items   *node       // array items, map values
+	union   []*node     // union branches
+	minSize int         // the fewest bytes a value takes on the wire
+	names   *fieldNames // kFieldList: the schema's field names
 }
 
 type field struct {
@@ -95,8 +100,15 @@ type fastDecoder struct {
 	// slot header (if >= 0) is ChangeEventHeader's commitTimestamp.
 	captured []capture
 	header   int // -1: the schema has no ChangeEventHeader record
-	slots    int
+	// changeType is the slot of ChangeEventHeader's changeType, -1 when
+	// none.
+	changeType int
+	slots      int
 }
+
+// changeTypeCapture names the captured changeType: no top-level field
+// has a dot in its name.
+const changeTypeCapture = "ChangeEventHeader.changeType"
 
 type capture struct {
 	name string
@@ -116,7 +128,8 @@ func compileFast(schema avro.Schema, datetimes []string) (*fastDecoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &fastDecoder{root: root, header: -1}
+	d := &fastDecoder{root: root, header: -1, changeType: -1}
+	names := newFieldNames(schema)
 	wanted := map[string]bool{"EventDate": true, "CreatedDate": true}
 	for _, f := range append(slices.Clone(levelFields), datetimes...) {
 		wanted[f] = true
@@ -134,22 +147,31 @@ func compileFast(schema avro.Schema, datetimes []string) (*fastDecoder, error) {
 				hdr, _ = ref.Schema().(*avro.RecordSchema)
 			}
 			d.header = -2 // a header without commitTimestamp
+			// The header's record node may be shared with another field by
+			// reference: give the header its own copy.
+			h := *fd.typ
+			h.fields = slices.Clone(h.fields)
+			fd.typ = &h
 			for j, hf := range hdr.Fields() {
-				if hf.Name() != "commitTimestamp" {
-					continue
+				switch {
+				case hf.Name() == "commitTimestamp":
+					if !scalar(h.fields[j].typ) {
+						return nil, fmt.Errorf("%w: commitTimestamp is not a scalar", errUnsupported)
+					}
+					h.fields[j].capture = d.slots
+					d.header = d.slots
+					d.captured = append(d.captured, capture{name: "commitTimestamp", typ: h.fields[j].typ})
+					d.slots++
+				case hf.Name() == "changeType" && scalar(h.fields[j].typ):
+					h.fields[j].capture = d.slots
+					d.changeType = d.slots
+					d.captured = append(d.captured, capture{name: changeTypeCapture, typ: h.fields[j].typ})
+					d.slots++
+				case slices.Contains(bitmapFields[:], hf.Name()) && names != nil:
+					if t := h.fields[j].typ; t.kind == kArray && t.items.kind == kString {
+						h.fields[j].typ = &node{kind: kFieldList, items: t.items, minSize: t.minSize, names: names}
+					}
 				}
-				if !scalar(fd.typ.fields[j].typ) {
-					return nil, fmt.Errorf("%w: commitTimestamp is not a scalar", errUnsupported)
-				}
-				// The header's record node may be shared with another
-				// field by reference: give the header its own copy.
-				h := *fd.typ
-				h.fields = slices.Clone(h.fields)
-				h.fields[j].capture = d.slots
-				fd.typ = &h
-				d.header = d.slots
-				d.captured = append(d.captured, capture{name: "commitTimestamp", typ: h.fields[j].typ})
-				d.slots++
 			}
 		case wanted[f.Name()]:
 			if !scalar(fd.typ) {
@@ -443,6 +465,10 @@ type writer struct {
 	spans []span           // record fields' values in buf, a stack
 	ents  []mapEntry       // map entries, a stack
 	caps  [maxCaptured]int // captured fields' offsets in the payload
+	items []string         // a field list's items
+	// bitmapErr is the first field list of the line that did not decode
+	// (written as it came).
+	bitmapErr error
 }
 
 type span struct{ start, end int }
@@ -472,7 +498,7 @@ const (
 // write, and returns it with where the captured fields are (trailing
 // bytes are ignored, as the generic path ignores them).
 func (d *fastDecoder) write(w *writer, payload []byte) (line []byte, p probe, err error) {
-	w.in, w.pos, w.spans, w.ents = payload, 0, w.spans[:0], w.ents[:0]
+	w.in, w.pos, w.spans, w.ents, w.bitmapErr = payload, 0, w.spans[:0], w.ents[:0], nil
 	line, err = w.value(w.buf[:0], d.root)
 	// The writer outlives the payload: it keeps no reference to it (nor,
 	// through it, to the response it arrived in), nor room for a rare
@@ -491,7 +517,7 @@ func (d *fastDecoder) write(w *writer, payload []byte) (line []byte, p probe, er
 		clear(w.ents[:cap(w.ents)]) // a map left part-way keeps its keys
 		return nil, probe{}, err
 	}
-	p.d, p.payload, p.offs = d, payload, w.caps
+	p.d, p.payload, p.offs, p.bitmapErr = d, payload, w.caps, w.bitmapErr
 	return line, p, nil
 }
 
@@ -525,6 +551,18 @@ type probe struct {
 	d       *fastDecoder
 	payload []byte
 	offs    [maxCaptured]int // the captured fields' offsets in payload, by slot
+	// bitmapErr is why a ChangeEventHeader field list was written as it
+	// came, nil when every one decoded.
+	bitmapErr error
+}
+
+// changeType is the ChangeEventHeader's changeType, "" when none.
+func (p *probe) changeType() string {
+	if p.d == nil || p.d.changeType < 0 {
+		return ""
+	}
+	r := reader{in: p.payload, pos: p.offs[p.d.changeType]}
+	return r.text(p.d.captured[p.d.changeType].typ)
 }
 
 // field is a top-level field time or level reads as the generic path
@@ -746,6 +784,8 @@ func (w *writer) value(out []byte, n *node) ([]byte, error) {
 		return w.record(out, n)
 	case kArray:
 		return w.array(out, n)
+	case kFieldList:
+		return w.fieldList(out, n)
 	case kMap:
 		return w.mapValue(out, n)
 	}
@@ -827,6 +867,45 @@ func (w *writer) array(out []byte, n *node) ([]byte, error) {
 			}
 		}
 	}
+	return append(out, ']'), nil
+}
+
+// fieldList reads a ChangeEventHeader field list and writes the names its
+// bitmaps stand for, or, when they do not decode, the strings as they came
+// (as the generic path does: fieldNames.apply).
+func (w *writer) fieldList(out []byte, n *node) ([]byte, error) {
+	w.items = w.items[:0]
+	for {
+		count, err := w.blockCount(n.items.minSize)
+		if err != nil {
+			return out, err
+		}
+		if count == 0 {
+			break
+		}
+		for range count {
+			b, err := w.readBytes()
+			if err != nil {
+				return out, err
+			}
+			w.items = append(w.items, string(b))
+		}
+	}
+	names, err := n.names.decode(w.items)
+	if err != nil {
+		if w.bitmapErr == nil {
+			w.bitmapErr = err
+		}
+		names = w.items
+	}
+	out = append(out, '[')
+	for i, name := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = jsonstr.Append(out, name)
+	}
+	clear(w.items)
 	return append(out, ']'), nil
 }
 

@@ -126,6 +126,13 @@ type Hooks struct {
 	// sampling; keepalives are not events), with its time (zero for one
 	// that does not decode).
 	Event func(topic string, t time.Time)
+	// BitmapUndecodable counts a change event shipped with a
+	// ChangeEventHeader field list as it came (its bitmaps do not decode
+	// against the event's schema).
+	BitmapUndecodable func(topic string)
+	// Gap counts a gap change event (changeType GAP_*): Salesforce could
+	// not send the change's detail, only which records it touched.
+	Gap func(topic string)
 }
 
 // Source subscribes to Pub/Sub topics.
@@ -142,6 +149,9 @@ type Source struct {
 	untimed sync.Map // topics whose untimed event was logged
 	// undecodable rate-limits the warning of an event skipped, per topic.
 	undecodable lograte.Limiter
+	// bitmaps and gaps rate-limit the warnings of change events shipped
+	// with raw bitmaps and of gap events, per topic.
+	bitmaps, gaps lograte.Limiter
 	// Hooks are set before Run.
 	Hooks Hooks
 }
@@ -710,6 +720,22 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 	if s.Hooks.Event != nil {
 		s.Hooks.Event(topic, t)
 	}
+	if dec.bitmapErr != nil {
+		s.bitmaps.Log(s.log, slog.LevelWarn, s.clock.Now(), topic, "pubsub: a change event's field bitmaps do not decode against its schema; "+
+			"the line keeps them as Salesforce sent them", "topic", topic, "event", ev.GetEvent().GetId(), "error", dec.bitmapErr)
+		if s.Hooks.BitmapUndecodable != nil {
+			s.Hooks.BitmapUndecodable(topic)
+		}
+	}
+	gap := isGap(dec.changeType())
+	if gap {
+		s.gaps.Log(s.log, slog.LevelWarn, s.clock.Now(), topic, "pubsub: a gap change event: Salesforce could not send the change itself, "+
+			"only the records it touched; read them from the org to reconcile (docs/operations.md, Gap change events)",
+			"topic", topic, "change_type", dec.changeType(), "event", ev.GetEvent().GetId())
+		if s.Hooks.Gap != nil {
+			s.Hooks.Gap(topic)
+		}
+	}
 	switch {
 	case ok:
 		pos.lastTime = t
@@ -742,9 +768,17 @@ func (s *Source) handle(ctx context.Context, topic string, ev *eventbus.Consumer
 		}
 		line = string(b)
 	}
-	labels, metadata := pos.entryMaps(topic, pos.level(&dec))
+	level := pos.level(&dec)
+	if gap {
+		level = "warn"
+	}
+	labels, metadata := pos.entryMaps(topic, level)
 	return emit(ports.Entry{Time: t, Line: line, Metadata: metadata, Labels: labels, Checkpoint: cp})
 }
+
+// isGap reports whether a change event's changeType is a gap (GAP_CREATE,
+// GAP_UPDATE, GAP_DELETE, GAP_UNDELETE, GAP_OVERFLOW).
+func isGap(changeType string) bool { return strings.HasPrefix(changeType, "GAP_") }
 
 func checkpoint(topic string, replayID []byte) ports.Checkpoint {
 	return ports.Checkpoint{Key: KeyPrefix + topic, Value: base64.StdEncoding.EncodeToString(replayID)}

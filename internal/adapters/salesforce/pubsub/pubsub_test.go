@@ -80,7 +80,7 @@ func newEnvLog(t *testing.T, spec pubsub.Spec, setup func(*fakepubsub.Server), l
 		}
 	}
 	e.src.Hooks = pubsub.Hooks{Undecodable: hook("undecodable"), ReplayFallback: hook("fallback"), Stalled: hook("stalled"),
-		Reconnect: func(_, reason string) { hook("reconnect:" + reason)("") }}
+		Reconnect: func(_, reason string) { hook("reconnect:" + reason)("") }, BitmapUndecodable: hook("bitmap"), Gap: hook("gap")}
 	return e
 }
 
