@@ -157,6 +157,9 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 		if strings.Contains(w, config.UnsaltedHashAdvice) {
 			continue // the org's transforms check says it
 		}
+		if strings.Contains(w, config.CustomChannelAdvice) {
+			continue // the org's channel checks read the members and say it
+		}
 		r.Checks = append(r.Checks, Check{"config", Warn, w})
 	}
 	r.Checks = append(r.Checks, checkLoki(ctx, cfg))
@@ -171,6 +174,7 @@ func Doctor(ctx context.Context, path string) DoctorReport {
 		checks = append(checks, checkSalesforceAccess(ctx, sc, sf)...)
 		checks = append(checks, checkPubSub(ctx, sc, sf)...)
 		checks = append(checks, checkEventManager(ctx, sc, sf)...)
+		checks = append(checks, checkChannels(ctx, sc, sf)...)
 		checks = append(checks, checkTransforms(sc))
 		checks = append(checks, checkApexLog(ctx, sc, sf)...)
 		checks = append(checks, checkLimits(ctx, sc, sf)...)

@@ -224,7 +224,8 @@ func listedNames(i int, src Sources) []listed {
 
 // checkSameOrg refuses, among the orgs entries of one Salesforce org, what
 // would ship an event twice (docs/governance.md): a name two entries list;
-// one event category on two sources of two entries, unless both set
+// one event category on two sources of two entries (or /data/ChangeEvents
+// beside a single-entity change channel), unless both set
 // sources.allow_overlap; a "*" where no registry skips the other entries'
 // names (allow_overlap) or where the other entry's "*" discovers at the
 // same time; the Apex debug logs of one user in two entries. Entries that
@@ -253,7 +254,8 @@ func (c *Config) checkSameOrg(add func(path, format string, args ...any)) {
 }
 
 // checkSameOrgNames refuses a name two entries of one org list, and one
-// category on two sources of two entries unless both allow_overlap.
+// category on two sources, or /data/ChangeEvents and a single-entity
+// change channel, in two entries unless both allow_overlap.
 func (c *Config) checkSameOrgNames(names []listed, same func(j, i int) string, add func(path, format string, args ...any)) {
 	for k, l := range names {
 		if l.name == "*" {
@@ -267,6 +269,10 @@ func (c *Config) checkSameOrgNames(names []listed, same func(j, i int) string, a
 			path := fmt.Sprintf("orgs[%d].%s", l.entry, l.key)
 			if e.source == l.source && strings.EqualFold(e.name, l.name) {
 				add(path, "%q is also listed by %s: both shards would ship its events; keep it in one entry", l.name, same(e.entry, l.entry))
+				break
+			}
+			if msg := standardChannelPair(l, e, same); msg != "" && !c.bothAllowOverlap(e.entry, l.entry) {
+				add(path, "%s", msg)
 				break
 			}
 			if other, ok := domain.Category(e.source, e.name); ok && categorised && other == cat && e.source != l.source && !c.bothAllowOverlap(e.entry, l.entry) {

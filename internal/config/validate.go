@@ -150,7 +150,9 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 		c.validateOrg(o, add, addOnce, requiredFor)
 	}
 	c.checkOverlap(orgs, add)
+	checkStandardChannel(orgs, add)
 	c.checkSameOrg(add)
+	warnings = append(warnings, c.channelWarnings(orgs)...)
 	c.checkLokiClient(add)
 	warnings = append(warnings, c.checkServiceTelemetry(add)...)
 	warnings = append(warnings, c.validateShape(add)...)

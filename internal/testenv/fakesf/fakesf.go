@@ -72,8 +72,11 @@ type Org struct {
 	// EventManager, if set, answers the Metadata API's readMetadata() of
 	// the Event Manager's switches (metadata.go).
 	EventManager *EventManager
-	pages        pager
-	mints        int
+	// Channels, if set, answers Tooling API queries on the org's event
+	// channels and their members (channels.go).
+	Channels *Channels
+	pages    pager
+	mints    int
 }
 
 // object is one sObject's rows and fields.
@@ -158,7 +161,8 @@ func (o *Org) index(name string, ob *object) []IndexField {
 }
 
 // ServeHTTP answers the token, describe, describeGlobal and query
-// endpoints.
+// endpoints (and the Metadata and Tooling API calls of EventManager and
+// Channels when set).
 func (o *Org) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	if d := o.Delay; d > 0 && r.URL.Path != "/services/oauth2/token" {
@@ -184,6 +188,8 @@ func (o *Org) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case o.Unavailable > 0:
 		o.Unavailable--
 		unavailable(w)
+		return
+	case o.Channels.serve(w, r, o.minted):
 		return
 	case o.pages.follow(w, r, "60.0", o.batch()):
 		return
