@@ -74,6 +74,7 @@ func TestATwoOrgReplicaExportsTheAlertCountersAtZero(t *testing.T) {
 		{"sf2loki_salesforce_auth_failures_total", "reason", []string{"refused", "unavailable"}},
 		{"sf2loki_lease_renew_failures_total", "", []string{""}},
 		{"sf2loki_pushes_fenced_total", "", []string{""}},
+		{"sf2loki_lease_resignations_total", "reason", []string{"stalled", "corrupt"}},
 	}
 	var missing []string
 	for _, w := range perShard {

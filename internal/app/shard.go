@@ -145,6 +145,7 @@ func (d *Shard) resign(ctx context.Context, kind, reason string, holdOff time.Du
 		level = slog.LevelError
 	}
 	d.log.Log(ctx, level, "the leader cannot make progress; resigning so that another replica can try", "reason", reason, "hold_off", holdOff)
+	d.telemetry.Resigned(d.name, kind)
 	d.coord.Resign(reason, holdOff)
 	<-ctx.Done()
 }

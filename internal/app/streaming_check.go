@@ -263,7 +263,7 @@ func (w *watchedPubSub) Run(ctx context.Context, resume func(string) (string, bo
 
 // watchStreams wraps s with the cross-check of its Real-Time Event
 // Monitoring streams.
-func watchStreams(s *pubsub.Source, topics []string, auth *salesforce.Auth, apiVersion string, clk ports.Clock, log *slog.Logger, t *Telemetry) *watchedPubSub {
+func watchStreams(s *pubsub.Source, org string, topics []string, auth *salesforce.Auth, apiVersion string, clk ports.Clock, log *slog.Logger, t *Telemetry) *watchedPubSub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -275,7 +275,7 @@ func watchStreams(s *pubsub.Source, topics []string, auth *salesforce.Auth, apiV
 			return salesforce.NewestStored(ctx, auth, apiVersion, object, from, to)
 		}}
 	if t != nil {
-		c.counted = t.PubSubEvent
+		c.counted = func(topic, what string) { t.PubSubEvent(org, topic, what) }
 	}
 	prev := s.Hooks.Event
 	s.Hooks.Event = func(topic string, at time.Time) {

@@ -45,6 +45,7 @@ type Telemetry struct {
 	shards       []*ShardTelemetry // in the order registered
 	transitions  metric.Int64Counter
 	acquisitions metric.Int64Counter
+	resignations metric.Int64Counter
 	renewFails   metric.Int64Counter
 	commits      metric.Int64Counter
 	pushesFenced metric.Int64Counter
@@ -150,6 +151,7 @@ var (
 	authFailureReasons = []string{"refused", "unavailable"}
 	storeOps           = []string{"get", "put", "delete"}
 	storeOutcomes      = []string{"ok", "not_found", "precondition_failed", "transient", "error"}
+	resignReasons      = []string{"stalled", "corrupt"}
 )
 
 // zeroShard exports the shard's lease and checkpoint counters at 0.
@@ -163,6 +165,9 @@ func (t *Telemetry) zeroShard(shard string) {
 	}
 	for _, o := range commitOutcomes {
 		add(ctx, t.commits, 0, shard, attribute.String("outcome", o))
+	}
+	for _, r := range resignReasons {
+		add(ctx, t.resignations, 0, shard, attribute.String("reason", r))
 	}
 	add(ctx, t.renewFails, 0, shard)
 	add(ctx, t.pushesFenced, 0, shard)
@@ -344,6 +349,7 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	const perShard = " Every label value from the start (0). Labelled shard=<org> when orgs are configured."
 	counter(&t.transitions, "sf2loki_lease_transitions", "Lease transitions by kind (acquired, renewed, renewed_after_failure, lost, fenced, released, lost_race, recovered_lost_ack)."+perShard)
 	counter(&t.acquisitions, "sf2loki_lease_acquisitions", "Leases this replica acquired, by the state the lease was in: absent (a first start), released (a graceful stop or a hand-off), own (it named this process), stale (its holder stopped renewing: an unplanned take-over)."+perShard)
+	counter(&t.resignations, "sf2loki_lease_resignations", "Leaders that gave leadership up because they could not make progress, by reason: stalled (the liveness guard fired: nothing reached Loki for service.stall_timeout), corrupt (the checkpoint document cannot be read); another replica takes over. Hand-offs for balance and graceful stops are not counted."+perShard)
 	counter(&t.renewFails, "sf2loki_lease_renew_failures", "Renewal rounds that failed without losing the lease."+perShard)
 	counter(&t.commits, "sf2loki_checkpoint_commits", "Checkpoint writes by outcome: ok, conflict, fenced, recovered, error."+perShard)
 	counter(&t.pushesFenced, "sf2loki_pushes_fenced", "Pushes to Loki the lease fence stopped (before they were sent, or while they were being sent): each batch is abandoned uncommitted, and the next leader re-ingests it."+perShard)
@@ -355,8 +361,8 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 	counter(&t.sfRefreshes, "sf2loki_salesforce_auth_refreshes", "Salesforce tokens minted, by reason: initial, expiry (the cached token's time was up), invalid_session (a request answered 401)."+perShard)
 	counter(&t.sfMintFails, "sf2loki_salesforce_auth_failures", "Salesforce token mints that failed, by reason: refused (the credentials were refused), unavailable (no answer)."+perShard)
 	counter(&t.unreadable, "sf2loki_checkpoint_unreadable", "Stored checkpoints a source could not read, by source; each restarts from its lookback window.")
-	counter(&t.pubsub, "sf2loki_pubsub_events", "Pub/Sub events and streams by topic and what happened: undecodable (skipped), replay_fallback (a refused replay id restarted the topic from EARLIEST), stalled (no response within stall_timeout), streaming_off (Event Manager's streaming switch is off), streaming_silent (the storage object holds events the stream never delivered), bitmap_undecodable (a change event shipped with its field bitmaps as sent: they do not decode against its schema), gap (a gap change event: GAP_CREATE, GAP_UPDATE, GAP_DELETE, GAP_UNDELETE, GAP_OVERFLOW).")
-	counter(&t.reconnects, "sf2loki_pubsub_reconnects", "Pub/Sub subscriptions reopened, by topic and reason.")
+	counter(&t.pubsub, "sf2loki_pubsub_events", "Pub/Sub events and streams by topic (and shard=<org> when orgs are configured) and what happened: undecodable (skipped), replay_fallback (a refused replay id restarted the topic from EARLIEST), stalled (no response within stall_timeout), streaming_off (Event Manager's streaming switch is off), streaming_silent (the storage object holds events the stream never delivered), bitmap_undecodable (a change event shipped with its field bitmaps as sent: they do not decode against its schema), gap (a gap change event: GAP_CREATE, GAP_UPDATE, GAP_DELETE, GAP_UNDELETE, GAP_OVERFLOW).")
+	counter(&t.reconnects, "sf2loki_pubsub_reconnects", "Pub/Sub subscriptions reopened, by topic (and shard=<org> when orgs are configured) and reason.")
 	return errors.Join(errs...)
 }
 
@@ -417,14 +423,21 @@ func (t *Telemetry) SalesforceAuthFailing() string {
 	return ""
 }
 
-// PubSubEvent counts a Pub/Sub event or stream by what happened to it.
-func (t *Telemetry) PubSubEvent(topic, what string) {
-	t.pubsub.Add(context.Background(), 1, metric.WithAttributes(attribute.String("topic", topic), attribute.String("what", what)))
+// PubSubEvent counts a Pub/Sub event or stream of org ("": the single-org
+// form) by what happened to it.
+func (t *Telemetry) PubSubEvent(org, topic, what string) {
+	add(context.Background(), t.pubsub, 1, org, attribute.String("topic", topic), attribute.String("what", what))
 }
 
-// PubSubReconnect counts a reopened Pub/Sub subscription.
-func (t *Telemetry) PubSubReconnect(topic, reason string) {
-	t.reconnects.Add(context.Background(), 1, metric.WithAttributes(attribute.String("topic", topic), attribute.String("reason", reason)))
+// PubSubReconnect counts a reopened Pub/Sub subscription of org.
+func (t *Telemetry) PubSubReconnect(org, topic, reason string) {
+	add(context.Background(), t.reconnects, 1, org, attribute.String("topic", topic), attribute.String("reason", reason))
+}
+
+// Resigned counts a leader of shard that gave leadership up because it
+// could not make progress (reason stalled or corrupt).
+func (t *Telemetry) Resigned(shard, reason string) {
+	add(context.Background(), t.resignations, 1, shard, attribute.String("reason", reason))
 }
 
 // CheckpointUnreadable counts a stored checkpoint a source could not read.
@@ -560,6 +573,12 @@ func (t *Telemetry) registerHealthGauges() {
 					o.Observe(bit(r == current), s.attrs(attribute.String("reason", r)))
 				}
 			}
+			return nil
+		}))
+	_, _ = t.meter.Float64ObservableGauge("sf2loki_start_time", metric.WithUnit("s"),
+		metric.WithDescription("Unix time the process started: a counter already above 0 on a process started within an alert's window counted its events within that window."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			o.Observe(float64(t.flow.start.UnixNano()) / 1e9)
 			return nil
 		}))
 	_, _ = t.meter.Int64ObservableGauge("sf2loki_pipeline_stalled",

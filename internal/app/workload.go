@@ -324,16 +324,16 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		}
 		if t != nil {
 			s.Hooks = pubsub.Hooks{
-				Undecodable:       func(topic string) { t.PubSubEvent(topic, "undecodable") },
-				ReplayFallback:    func(topic string) { t.PubSubEvent(topic, "replay_fallback") },
-				Stalled:           func(topic string) { t.PubSubEvent(topic, "stalled") },
-				BitmapUndecodable: func(topic string) { t.PubSubEvent(topic, "bitmap_undecodable") },
-				Gap:               func(topic string) { t.PubSubEvent(topic, "gap") },
-				Reconnect:         t.PubSubReconnect,
+				Undecodable:       func(topic string) { t.PubSubEvent(cfg.ShardName, topic, "undecodable") },
+				ReplayFallback:    func(topic string) { t.PubSubEvent(cfg.ShardName, topic, "replay_fallback") },
+				Stalled:           func(topic string) { t.PubSubEvent(cfg.ShardName, topic, "stalled") },
+				BitmapUndecodable: func(topic string) { t.PubSubEvent(cfg.ShardName, topic, "bitmap_undecodable") },
+				Gap:               func(topic string) { t.PubSubEvent(cfg.ShardName, topic, "gap") },
+				Reconnect:         func(topic, reason string) { t.PubSubReconnect(cfg.ShardName, topic, reason) },
 				GarbageCheckpoint: func(string) { t.CheckpointUnreadable("pubsub") },
 			}
 		}
-		sources = append(sources, watchStreams(s, cfg.Sources.PubSub.Topics, auth, cfg.Salesforce.APIVersion, clk, log, t))
+		sources = append(sources, watchStreams(s, cfg.ShardName, cfg.Sources.PubSub.Topics, auth, cfg.Salesforce.APIVersion, clk, log, t))
 	}
 	if cfg.Sources.ApexLog.Enabled {
 		s, err := newApexLogSource(cfg, auth, clk, log, t)

@@ -61,6 +61,10 @@ func document(v reflect.Value, level string) *yaml.Node {
 
 // leafNode renders one key's value.
 func leafNode(f Field, v reflect.Value) *yaml.Node {
+	str := str
+	if !f.Verbatim { // the loader reads "$${X}" as the text "${X}"
+		str = func(s string) *yaml.Node { return yamlScalar("!!str", escapePlaceholders(s)) }
+	}
 	switch {
 	case f.Type == "duration":
 		return yamlScalar("!!str", FormatDuration(time.Duration(v.Int())))
@@ -98,6 +102,16 @@ func leafNode(f Field, v reflect.Value) *yaml.Node {
 		return str(redactURL(v.String()))
 	}
 	return str(v.String())
+}
+
+// escapePlaceholders writes s so that the loader reads it back as s:
+// every run of $ before a {NAME} doubled (expandPlaceholders reads each
+// pair as one $).
+func escapePlaceholders(s string) string {
+	return dollarsBeforePlaceholder.ReplaceAllStringFunc(s, func(m string) string {
+		i := strings.IndexByte(m, '{')
+		return m[:i] + m[:i] + m[i:]
+	})
 }
 
 // mapKeys is the set of a map's keys.

@@ -118,3 +118,38 @@ func TestFormatDuration(t *testing.T) {
 		}
 	}
 }
+
+// A value holding the text "${X}" (written "$${X}") is printed so that it
+// loads again as that text, whether X is set or not; a transform's
+// replacement, which the loader never interpolates, is printed as it is.
+func TestDocumentKeepsEscapedPlaceholders(t *testing.T) {
+	t.Setenv("TOKEN", "from-the-env")
+	src := write(t, `
+sink:
+  loki:
+    url: http://loki:3100/loki/api/v1/push
+    labels: {job: '$${TOKEN}', environment: 'a$$$${TOKEN}b'}
+salesforce: {auth_mode: client_credentials, login_url: "https://acme.my.salesforce.com", client_id: ck, client_secret: s}
+sources:
+  pubsub:
+    topics: [/event/LoginEventStream]
+    transforms: [{action: regex_replace, fields: [Username], pattern: '(?P<local>[^@]+)@.*', replacement: '${local}@x'}]
+`)
+	cfg, _, err := config.Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Sink.Loki.Labels["job"]; got != "${TOKEN}" {
+		t.Fatalf("loaded job label %q", got)
+	}
+	again, _, err := config.Load(write(t, marshal(t, cfg.Document())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, tm := again.Sink.Loki.Labels["job"], again.Sink.Loki.Labels["environment"]; j != "${TOKEN}" || tm != cfg.Sink.Loki.Labels["environment"] {
+		t.Fatalf("reloaded labels job %q environment %q, want %q and %q", j, tm, "${TOKEN}", cfg.Sink.Loki.Labels["environment"])
+	}
+	if r := again.Sources.PubSub.Transforms[0].Replacement; r != "${local}@x" {
+		t.Fatalf("reloaded replacement %q", r)
+	}
+}

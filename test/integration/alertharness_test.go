@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -430,8 +431,10 @@ type promInputSeries struct {
 // inputSeries turns the rounds into promtool's input series, sample k at
 // k intervals: `_` where a series was not scraped, `stale` for the first
 // round without it after one with it (a failed scrape, a stopped
-// process, a series that vanished), as Prometheus records them.
-func inputSeries(rounds []scrapeRound) []promInputSeries {
+// process, a series that vanished), as Prometheus records them. A
+// wall-clock value (sf2loki_start_time_seconds) is moved to the virtual
+// time line, round k of scrapeEvery at k intervals of iv.
+func inputSeries(rounds []scrapeRound, iv time.Duration) []promInputSeries {
 	names := map[string]bool{}
 	for _, r := range rounds {
 		for s := range r.series {
@@ -445,6 +448,9 @@ func inputSeries(rounds []scrapeRound) []promInputSeries {
 		for i, r := range rounds {
 			v, ok := r.series[name]
 			switch {
+			case ok && strings.HasPrefix(name, "sf2loki_start_time_seconds{") && len(rounds) > 0:
+				real := v - float64(rounds[0].at.UnixNano())/1e9
+				vals[i] = strconv.FormatFloat(math.Round(real/scrapeEvery.Seconds()*iv.Seconds()), 'f', -1, 64)
 			case ok:
 				vals[i] = strconv.FormatFloat(v, 'f', -1, 64)
 			case present:
@@ -516,7 +522,7 @@ func promtoolTest(t testing.TB, rules promRules, name string, rounds []scrapeRou
 		t.Fatal("nothing was recorded")
 	}
 	iv := promInterval(t, rules, len(rounds), checks)
-	group := promTestGroup{Name: name, Interval: secs(iv), InputSeries: inputSeries(rounds)}
+	group := promTestGroup{Name: name, Interval: secs(iv), InputSeries: inputSeries(rounds, iv)}
 	for _, c := range checks {
 		if c.round < 0 || c.round >= len(rounds) {
 			t.Fatalf("check of %s at round %d: the recording has %d rounds", c.alert, c.round, len(rounds))
@@ -791,7 +797,7 @@ func TestAlertHarness(t *testing.T) {
 		if !maps.Equal(got, want) {
 			t.Fatalf("parsed\n%v\nwant\n%v", got, want)
 		}
-		in := inputSeries(rec(page(fenced(0, "")), "", page(fenced(0, "")), page(), "", page(fenced(1, "")), page(fenced(1, ""))))
+		in := inputSeries(rec(page(fenced(0, "")), "", page(fenced(0, "")), page(), "", page(fenced(1, "")), page(fenced(1, ""))), time.Second)
 		if len(in) != 1 || in[0].Values != "0 stale 0 stale _ 1 1" {
 			t.Fatalf("input series %v, want one series valued 0 stale 0 stale _ 1 1", in)
 		}

@@ -35,6 +35,10 @@ var errBitmap = errors.New("salesforce pubsub: a ChangeEventHeader field bitmap 
 type fieldNames struct {
 	top    []string
 	nested [][]string // by top-level position; nil where the field is not a record
+	// lists are the header's bitmap fields whose schema is an array of
+	// strings, the only ones decoded (the fast path writes no other as
+	// names either).
+	lists map[string]bool
 }
 
 // newFieldNames reads the names from a change event schema; nil when the
@@ -44,11 +48,20 @@ func newFieldNames(schema avro.Schema) *fieldNames {
 	if !ok {
 		return nil
 	}
-	f := &fieldNames{}
+	f := &fieldNames{lists: map[string]bool{}}
 	header := false
 	for _, fd := range rec.Fields() {
 		f.top = append(f.top, fd.Name())
-		header = header || fd.Name() == "ChangeEventHeader"
+		if fd.Name() == "ChangeEventHeader" {
+			header = true
+			if h := recordOf(fd.Type()); h != nil {
+				for _, hf := range h.Fields() {
+					if a, ok := hf.Type().(*avro.ArraySchema); ok && a.Items().Type() == avro.String {
+						f.lists[hf.Name()] = true
+					}
+				}
+			}
+		}
 		var names []string
 		if r := recordOf(fd.Type()); r != nil {
 			for _, nf := range r.Fields() {
@@ -64,7 +77,9 @@ func newFieldNames(schema avro.Schema) *fieldNames {
 }
 
 // recordOf is the record a field holds: itself, through a reference, or
-// the record branch of a union with null.
+// the one record branch of a union (["null", record]; a person name is
+// ["null", "string", Switchable_PersonName], its nested bitmap over the
+// record's fields).
 func recordOf(s avro.Schema) *avro.RecordSchema {
 	switch x := s.(type) {
 	case *avro.RecordSchema:
@@ -74,12 +89,11 @@ func recordOf(s avro.Schema) *avro.RecordSchema {
 	case *avro.UnionSchema:
 		var out *avro.RecordSchema
 		for _, b := range x.Types() {
-			switch {
-			case b.Type() == avro.Null:
-			case out == nil && recordOf(b) != nil:
-				out = recordOf(b)
-			default:
-				return nil // not a nullable record
+			if r := recordOf(b); r != nil {
+				if out != nil {
+					return nil // two records: which one is meant is unknown
+				}
+				out = r
 			}
 		}
 		return out
@@ -124,10 +138,7 @@ func (f *fieldNames) decode(items []string) ([]string, error) {
 
 // bitNames names the set bits of a "0x…" bitmap, by position in names.
 func bitNames(bitmap string, names []string) ([]string, error) {
-	digits := bitmap[2:]
-	if digits == "" {
-		return nil, fmt.Errorf("%w: %q has no digits", errBitmap, bitmap)
-	}
+	digits := bitmap[2:] // "0x" alone names no field, as Salesforce's own decoder reads it
 	var out []string
 	for k := range len(digits) { // the last digit holds bits 0-3
 		d := digits[len(digits)-1-k]
@@ -177,7 +188,7 @@ func (f *fieldNames) apply(rec map[string]any) error {
 	var first error
 	for _, name := range bitmapFields {
 		list, ok := h[name].([]any)
-		if !ok {
+		if !ok || !f.lists[name] {
 			continue
 		}
 		items := make([]string, len(list))

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hamba/avro/v2"
+
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 )
 
@@ -42,7 +44,7 @@ func TestFieldBitmapsDecode(t *testing.T) {
 		{[]string{"2-0x2"}, []string{"BillingAddress.City"}, false}, // only a compound field
 		{[]string{"0x100"}, nil, true},                              // bit 8: the schema has 7 fields
 		{[]string{"0xZ"}, nil, true},                                // not hexadecimal
-		{[]string{"0x"}, nil, true},                                 // no digits
+		{[]string{"0x"}, []string{}, false},                         // no digits: no field, as Salesforce decodes it
 		{[]string{"Name"}, nil, true},                               // a name, not a bitmap
 		{[]string{"0x2", "1-0x1"}, nil, true},                       // Name is not a compound field
 		{[]string{"0x2", "9-0x1"}, nil, true},                       // no position 9
@@ -95,4 +97,54 @@ func FuzzFieldBitmaps(f *testing.F) {
 			t.Fatalf("%q %q: %v is not errBitmap", a, b, err)
 		}
 	})
+}
+
+// contactChangeSchema has a person name (Salesforce's Switchable_PersonName:
+// a union of null, a string and a record) and a header whose
+// changedFields is a nullable array.
+const contactChangeSchema = `{"type":"record","name":"ContactChangeEvent","namespace":"com.sforce.eventbus","fields":[
+ {"name":"ChangeEventHeader","type":{"type":"record","name":"ChangeEventHeader","fields":[
+   {"name":"changeType","type":"string"},
+   {"name":"commitTimestamp","type":"long"},
+   {"name":"nulledFields","type":{"type":"array","items":"string"}},
+   {"name":"diffFields","type":{"type":"array","items":"string"}},
+   {"name":"changedFields","type":["null",{"type":"array","items":"string"}]}]}},
+ {"name":"Name","type":["null","string",{"type":"record","name":"Switchable_PersonName","fields":[
+   {"name":"Salutation","type":["null","string"],"default":null},
+   {"name":"FirstName","type":["null","string"],"default":null},
+   {"name":"LastName","type":["null","string"],"default":null}]}],"default":null},
+ {"name":"Email","type":["null","string"],"default":null}
+]}`
+
+// A person name's nested bitmap names the record's fields; a list whose
+// schema is not a plain array of strings is left as it came, by both
+// paths alike.
+func TestPersonNamesAndNullableListsDecodeAlikeOnBothPaths(t *testing.T) {
+	s := mustSchema(t, contactChangeSchema)
+	rec := map[string]any{
+		"ChangeEventHeader": map[string]any{"changeType": "UPDATE", "commitTimestamp": int64(1),
+			"nulledFields": []any{"1-0x1"}, "diffFields": []any{},
+			"changedFields": map[string]any{"array": []any{"0x4", "1-0x6"}}},
+		"Name":  map[string]any{"com.sforce.eventbus.Switchable_PersonName": map[string]any{"Salutation": nil, "FirstName": map[string]any{"string": "Ada"}, "LastName": map[string]any{"string": "Lovelace"}}},
+		"Email": map[string]any{"string": "ada@example.com"},
+	}
+	payload, err := avro.Marshal(s.avro, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameAsGeneric(t, s, payload)
+	got, _, err := s.decodeRecord(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := got["ChangeEventHeader"].(map[string]any)
+	if n := h["nulledFields"].([]any); len(n) != 1 || n[0] != "Name.Salutation" {
+		t.Errorf("nulledFields %v, want [Name.Salutation]", n)
+	}
+	if c := h["changedFields"].([]any); len(c) != 2 || c[0] != "0x4" {
+		t.Errorf("changedFields (a nullable array) %v, want it as it came", c)
+	}
+	for _, p := range validPayloads(t, contactChangeSchema, 500, 3) {
+		sameAsGeneric(t, s, p)
+	}
 }
