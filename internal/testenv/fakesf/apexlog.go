@@ -266,51 +266,7 @@ func (o *ApexOrg) query(q string) ([]map[string]any, error) {
 	default:
 		return nil, &soqlError{"INVALID_TYPE", fmt.Sprintf("sObject type '%s' is not supported.", pq.object)}
 	}
-	if pq.fieldsFn != "" {
-		return nil, malformed("the fake Tooling API does not implement FIELDS()")
-	}
-	referenced := append(slices.Clone(pq.fields), fieldsOf(pq.where, nil)...)
-	for _, it := range pq.order {
-		referenced = append(referenced, it.field)
-	}
-	for _, f := range referenced {
-		if _, ok := fields[f]; !ok {
-			return nil, &soqlError{"INVALID_FIELD", fmt.Sprintf("No such column '%s' on entity '%s'.", f, pq.object)}
-		}
-	}
-	if err := checkTypes(pq.where, fields); err != nil {
-		return nil, err
-	}
-	var out []map[string]any
-	for _, row := range stored {
-		if pq.where == nil || pq.where.eval(row) {
-			out = append(out, row)
-		}
-	}
-	sortRows(out, pq.order, compareELFField)
-	if pq.limit >= 0 && len(out) > pq.limit {
-		out = out[:pq.limit]
-	}
-	shaped := make([]map[string]any, len(out))
-	for i, row := range out {
-		rec := map[string]any{"attributes": map[string]any{"type": pq.object,
-			"url": fmt.Sprintf("/services/data/v60.0/tooling/sobjects/%s/%v", pq.object, row["Id"])}}
-		for _, f := range pq.fields {
-			rel, name, nested := strings.Cut(f, ".")
-			if !nested {
-				rec[f] = row[f]
-				continue
-			}
-			sub, _ := rec[rel].(map[string]any)
-			if sub == nil {
-				sub = map[string]any{"attributes": map[string]any{"type": "User"}}
-				rec[rel] = sub
-			}
-			sub[name] = row[f]
-		}
-		shaped[i] = rec
-	}
-	return shaped, nil
+	return toolingRows(pq, fields, stored, compareELFField, nil)
 }
 
 // checkTypes refuses a comparison of a field with a literal of another

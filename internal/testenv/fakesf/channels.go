@@ -165,44 +165,12 @@ func (c *Channels) query(q string) ([]map[string]any, error) {
 	if c.Forbidden {
 		return nil, &soqlError{"INVALID_TYPE", fmt.Sprintf("sObject type '%s' is not supported.", pq.object)}
 	}
-	if pq.fieldsFn != "" {
-		return nil, malformed("the fake Tooling API does not implement FIELDS()")
-	}
-	referenced := append(slices.Clone(pq.fields), fieldsOf(pq.where, nil)...)
-	for _, it := range pq.order {
-		referenced = append(referenced, it.field)
-	}
-	for _, f := range referenced {
-		if _, ok := fields[f]; !ok {
-			return nil, &soqlError{"INVALID_FIELD", fmt.Sprintf("No such column '%s' on entity '%s'.", f, pq.object)}
+	return toolingRows(pq, fields, stored, compareField, func(out []map[string]any) error {
+		if (slices.Contains(pq.fields, "FullName") || slices.Contains(pq.fields, "Metadata")) && len(out) > 1 {
+			return malformed("When retrieving results with Metadata or FullName fields, the query qualifications must specify no more than one row for retrieval. Result size: %d", len(out))
 		}
-	}
-	if err := checkTypes(pq.where, fields); err != nil {
-		return nil, err
-	}
-	var out []map[string]any
-	for _, row := range stored {
-		if pq.where == nil || pq.where.eval(row) {
-			out = append(out, row)
-		}
-	}
-	if (slices.Contains(pq.fields, "FullName") || slices.Contains(pq.fields, "Metadata")) && len(out) > 1 {
-		return nil, malformed("When retrieving results with Metadata or FullName fields, the query qualifications must specify no more than one row for retrieval. Result size: %d", len(out))
-	}
-	sortRows(out, pq.order, compareField)
-	if pq.limit >= 0 && len(out) > pq.limit {
-		out = out[:pq.limit]
-	}
-	shaped := make([]map[string]any, len(out))
-	for i, row := range out {
-		rec := map[string]any{"attributes": map[string]any{"type": pq.object,
-			"url": fmt.Sprintf("/services/data/v60.0/tooling/sobjects/%s/%v", pq.object, row["Id"])}}
-		for _, f := range pq.fields {
-			rec[f] = row[f]
-		}
-		shaped[i] = rec
-	}
-	return shaped, nil
+		return nil
+	})
 }
 
 // memberRows are the members with EventChannel as the query answers it.
