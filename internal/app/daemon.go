@@ -21,6 +21,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // Lead is what the leader's work gets.
@@ -80,7 +81,7 @@ type Daemon struct {
 	cfg       *config.Config
 	shards    []*Shard
 	balancer  *domain.Balancer // nil with one shard or without leases
-	telemetry *Telemetry
+	telemetry *telemetry.Recorder
 	log       *slog.Logger
 	clock     ports.Clock
 
@@ -89,7 +90,7 @@ type Daemon struct {
 	stop    context.CancelCauseFunc
 }
 
-func newDaemon(cfg *config.Config, shards []*Shard, balancer *domain.Balancer, t *Telemetry, log *slog.Logger, clk ports.Clock) *Daemon {
+func newDaemon(cfg *config.Config, shards []*Shard, balancer *domain.Balancer, t *telemetry.Recorder, log *slog.Logger, clk ports.Clock) *Daemon {
 	d := &Daemon{cfg: cfg, shards: shards, balancer: balancer, telemetry: t, log: log, clock: clk}
 	for _, s := range shards {
 		s.fail = d.fail
@@ -107,7 +108,7 @@ func (d *Daemon) Coordinator() Coordinator { return d.shards[0].coord }
 func (d *Daemon) Committer() *domain.CheckpointCommitter { return d.shards[0].committer }
 
 // Telemetry returns the daemon's telemetry.
-func (d *Daemon) Telemetry() *Telemetry { return d.telemetry }
+func (d *Daemon) Telemetry() *telemetry.Recorder { return d.telemetry }
 
 // shardDir makes the directory of an org's state file (<dir>/shards/<org>/)
 // when the configured file's directory exists: that one the operator

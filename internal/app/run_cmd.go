@@ -12,6 +12,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // ExitError carries a process exit code.
@@ -136,7 +137,7 @@ func newCheckCommand() *cobra.Command {
 			// No push: check makes no request (service.telemetry would push the
 			// metrics, with their credentials, when its meter provider stops).
 			d, cleanup, err := Build(context.WithoutCancel(cmd.Context()), cfg, Overrides{Logger: redactLogger(NewLogger(cmd.ErrOrStderr(), "error", "text"), cfg),
-				Telemetry: TelemetryOptions{NoPush: true}})
+				Telemetry: telemetry.Options{NoPush: true}})
 			if err != nil {
 				return &ExitError{Code: ExitInvalidConfig, Err: redactErr(cfg, err)}
 			}
