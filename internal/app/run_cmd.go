@@ -15,15 +15,6 @@ import (
 	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
-// ExitError carries a process exit code.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
-
 // loadConfig loads and validates, printing warnings; an invalid
 // configuration, or none at all (no --config and no SF2LOKI_* key), is an
 // ExitError with code 2.
