@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/file"
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
@@ -160,14 +161,14 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	mem := planMemory(os.Getenv, os.DirFS("/"), laneMemoryNeed(cfgs), debug.SetMemoryLimit)
 	if len(d.shards) == 1 && d.shards[0].name == "" {
 		d.log.Info("sf2loki starting", append([]any{"coordinate", d.cfg.Coordinate.Type, "state", d.shards[0].state.String(),
-			"health_addr", ln.Addr().String()}, append(mem.attrs(), "version", CurrentBuild().Version)...)...)
+			"health_addr", ln.Addr().String()}, append(mem.attrs(), "version", buildinfo.Version())...)...)
 	} else {
 		orgs := make([]string, len(d.shards))
 		for i, s := range d.shards {
 			orgs[i] = s.name
 		}
 		d.log.Info("sf2loki starting", append([]any{"coordinate", d.cfg.Coordinate.Type, "orgs", orgs, "balanced", d.balancer != nil,
-			"health_addr", ln.Addr().String()}, append(mem.attrs(), "version", CurrentBuild().Version)...)...)
+			"health_addr", ln.Addr().String()}, append(mem.attrs(), "version", buildinfo.Version())...)...)
 	}
 	if w := mem.warning(); w != "" {
 		d.log.Warn(w, "container_limit", mem.Container, "lanes_need", mem.Need)
@@ -443,4 +444,16 @@ func (d *Shard) budgetPaused() string {
 		return st.Until.UTC().Format(time.RFC3339)
 	}
 	return ""
+}
+
+// noSourceWarning says, when no shard of d has a source to ingest, that
+// the leader will hold its lease and ship nothing ("" otherwise).
+func noSourceWarning(d *Daemon) string {
+	for _, s := range d.shards {
+		if _, idle := s.workload.(idle); !idle {
+			return ""
+		}
+	}
+	return "no source is enabled: the leader will hold the lease and ship nothing; enable one under sources " +
+		"(sources.eventlogfile, sources.pubsub, …: sf2loki config example lists them)"
 }

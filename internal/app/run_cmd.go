@@ -95,18 +95,6 @@ func pathHint(cfg *config.Config, configPath string, err error) error {
 	return fmt.Errorf("%w; %s", err, hint)
 }
 
-// noSourceWarning says, when no shard of d has a source to ingest, that
-// the leader will hold its lease and ship nothing ("" otherwise).
-func noSourceWarning(d *Daemon) string {
-	for _, s := range d.shards {
-		if _, idle := s.workload.(idle); !idle {
-			return ""
-		}
-	}
-	return "no source is enabled: the leader will hold the lease and ship nothing; enable one under sources " +
-		"(sources.eventlogfile, sources.pubsub, …: sf2loki config example lists them)"
-}
-
 func newCheckCommand() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
