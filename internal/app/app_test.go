@@ -23,6 +23,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 var allTypes = []string{config.CoordinateNoop, config.CoordinateFileLease, config.CoordinateK8sLease,
@@ -169,7 +170,7 @@ func TestLifecycle(t *testing.T) {
 	work := &counter{every: 20 * time.Millisecond}
 	spans := tracetest.NewInMemoryExporter()
 	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
-		Workload: work, Logger: quiet(), Telemetry: TelemetryOptions{SpanExporter: spans}})
+		Workload: work, Logger: quiet(), Telemetry: telemetry.Options{SpanExporter: spans}})
 	if err != nil {
 		t.Fatal(err)
 	}

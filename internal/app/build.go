@@ -6,6 +6,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // Build composes the daemon: the telemetry, logger, clock and Loki sink
@@ -23,7 +24,7 @@ func Build(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(
 	log, clk := provideLogger(cfg, o), provideClock(o)
 	ctx = withLibraryLogger(ctx, log)
 	announceDryRun(cfg, log)
-	t, cleanup, err := NewTelemetry(ctx, cfg, log, o.Telemetry)
+	t, cleanup, err := telemetry.New(ctx, cfg, log, o.Telemetry)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/file"
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // Lead is what the leader's work gets.
@@ -80,7 +82,7 @@ type Daemon struct {
 	cfg       *config.Config
 	shards    []*Shard
 	balancer  *domain.Balancer // nil with one shard or without leases
-	telemetry *Telemetry
+	telemetry *telemetry.Recorder
 	log       *slog.Logger
 	clock     ports.Clock
 
@@ -89,7 +91,7 @@ type Daemon struct {
 	stop    context.CancelCauseFunc
 }
 
-func newDaemon(cfg *config.Config, shards []*Shard, balancer *domain.Balancer, t *Telemetry, log *slog.Logger, clk ports.Clock) *Daemon {
+func newDaemon(cfg *config.Config, shards []*Shard, balancer *domain.Balancer, t *telemetry.Recorder, log *slog.Logger, clk ports.Clock) *Daemon {
 	d := &Daemon{cfg: cfg, shards: shards, balancer: balancer, telemetry: t, log: log, clock: clk}
 	for _, s := range shards {
 		s.fail = d.fail
@@ -107,7 +109,7 @@ func (d *Daemon) Coordinator() Coordinator { return d.shards[0].coord }
 func (d *Daemon) Committer() *domain.CheckpointCommitter { return d.shards[0].committer }
 
 // Telemetry returns the daemon's telemetry.
-func (d *Daemon) Telemetry() *Telemetry { return d.telemetry }
+func (d *Daemon) Telemetry() *telemetry.Recorder { return d.telemetry }
 
 // shardDir makes the directory of an org's state file (<dir>/shards/<org>/)
 // when the configured file's directory exists: that one the operator
@@ -159,14 +161,14 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	mem := planMemory(os.Getenv, os.DirFS("/"), laneMemoryNeed(cfgs), debug.SetMemoryLimit)
 	if len(d.shards) == 1 && d.shards[0].name == "" {
 		d.log.Info("sf2loki starting", append([]any{"coordinate", d.cfg.Coordinate.Type, "state", d.shards[0].state.String(),
-			"health_addr", ln.Addr().String()}, append(mem.attrs(), "version", CurrentBuild().Version)...)...)
+			"health_addr", ln.Addr().String()}, append(mem.attrs(), "version", buildinfo.Version())...)...)
 	} else {
 		orgs := make([]string, len(d.shards))
 		for i, s := range d.shards {
 			orgs[i] = s.name
 		}
 		d.log.Info("sf2loki starting", append([]any{"coordinate", d.cfg.Coordinate.Type, "orgs", orgs, "balanced", d.balancer != nil,
-			"health_addr", ln.Addr().String()}, append(mem.attrs(), "version", CurrentBuild().Version)...)...)
+			"health_addr", ln.Addr().String()}, append(mem.attrs(), "version", buildinfo.Version())...)...)
 	}
 	if w := mem.warning(); w != "" {
 		d.log.Warn(w, "container_limit", mem.Container, "lanes_need", mem.Need)
@@ -442,4 +444,16 @@ func (d *Shard) budgetPaused() string {
 		return st.Until.UTC().Format(time.RFC3339)
 	}
 	return ""
+}
+
+// noSourceWarning says, when no shard of d has a source to ingest, that
+// the leader will hold its lease and ship nothing ("" otherwise).
+func noSourceWarning(d *Daemon) string {
+	for _, s := range d.shards {
+		if _, idle := s.workload.(idle); !idle {
+			return ""
+		}
+	}
+	return "no source is enabled: the leader will hold the lease and ship nothing; enable one under sources " +
+		"(sources.eventlogfile, sources.pubsub, …: sf2loki config example lists them)"
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // checkTelemetry posts an empty ExportMetricsServiceRequest to
@@ -24,8 +25,8 @@ func checkTelemetry(ctx context.Context, cfg *config.Config) Check {
 	if !t.Enabled {
 		return Check{"telemetry", Skip, "service.telemetry.enabled is false"}
 	}
-	endpoint := shownURL(t.Endpoint)
-	headers, err := telemetryHeaders(cfg)
+	endpoint := telemetry.ShownURL(t.Endpoint)
+	headers, err := telemetry.PushHeaders(cfg)
 	if err != nil {
 		return Check{"telemetry", Fail, err.Error()}
 	}

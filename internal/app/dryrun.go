@@ -12,6 +12,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/memory"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // A dry run (sink.stdout.enabled, run --dry-run) prints the entries the
@@ -52,7 +53,7 @@ func announceDryRun(cfg *config.Config, log *slog.Logger) {
 
 // sinkFor is the sink every shard pushes through: the Loki sink, or in
 // a dry run the same sink printing to o.Stdout (os.Stdout when nil).
-func sinkFor(cfg *config.Config, o Overrides, log *slog.Logger, t *Telemetry) SharedSink {
+func sinkFor(cfg *config.Config, o Overrides, log *slog.Logger, t *telemetry.Recorder) SharedSink {
 	if !cfg.Sink.Stdout.Enabled {
 		return OnceSink(cfg, log, t)
 	}
@@ -69,12 +70,12 @@ func sinkFor(cfg *config.Config, o Overrides, log *slog.Logger, t *Telemetry) Sh
 
 // dryRunState is a shard's checkpoint document in a dry run: in memory,
 // empty at start.
-func dryRunState(cfg *config.Config, t *Telemetry) StateStore {
+func dryRunState(cfg *config.Config, t *telemetry.Recorder) StateStore {
 	name := "dry-run"
 	if cfg.ShardName != "" {
 		name += "/" + cfg.ShardName
 	}
-	return StateStore{t.instrument("memory", memory.New(name))}
+	return StateStore{t.Instrument("memory", memory.New(name))}
 }
 
 // discardCommits is where a dry run's pipeline commits: nowhere.

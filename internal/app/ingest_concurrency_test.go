@@ -43,9 +43,9 @@ func (s typesSource) Run(_ context.Context, _ func(string) (string, bool), emit 
 func TestEntriesIngestedCounterWithConcurrentEmits(t *testing.T) {
 	const types, each = 4, 100000
 	tel, h := newTestTelemetry(t)
-	c := tel.newIngestCounter("", nil)
+	produced := tel.IngestCounter("", nil)
 	lane := domain.LaneConfig{QueueEntries: 1000, BatchEntries: 500, BatchBytes: 1 << 20, BatchWait: time.Millisecond}
-	p, err := domain.NewPipeline(acceptAll{}, clock.New(), domain.PipelineConfig{Realtime: lane, Bulk: lane, Produced: c.produced})
+	p, err := domain.NewPipeline(acceptAll{}, clock.New(), domain.PipelineConfig{Realtime: lane, Bulk: lane, Produced: produced})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,15 @@ import (
 	"time"
 )
 
+// ExitError carries a process exit code.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
 // signalled is the cause of a run's context ended by a signal.
 type signalled struct{ sig os.Signal }
 

@@ -8,13 +8,14 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // orgLimitsPoller is the leader's salesforce.limits poller: every
 // poll_interval it reads the org's limits and hands them to the gauges,
 // which show them while this replica leads the shard. nil when it is off,
 // when no Salesforce source runs (auth is nil), or without telemetry.
-func orgLimitsPoller(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger, t *Telemetry) func(context.Context) {
+func orgLimitsPoller(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger, t *telemetry.Recorder) func(context.Context) {
 	lc := cfg.Salesforce.Limits
 	if !lc.Enabled || auth == nil || t == nil {
 		return nil

@@ -13,11 +13,12 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
 // exposition scrapes the telemetry's /metrics.
-func exposition(t *testing.T, tel *Telemetry) string {
+func exposition(t *testing.T, tel *telemetry.Recorder) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -28,7 +29,7 @@ func exposition(t *testing.T, tel *Telemetry) string {
 // The limit gauges show each shard's limits where the shard is led, with
 // its shard label, and nothing for a shard this replica does not lead.
 func TestOrgLimitGaugesFollowLeadership(t *testing.T) {
-	tel, cleanup, err := NewTelemetry(t.Context(), config.Defaults(), quiet(), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestOrgLimitGaugesFollowLeadership(t *testing.T) {
 
 // The single-org form has no shard label.
 func TestOrgLimitGaugesWithoutOrgs(t *testing.T) {
-	tel, cleanup, err := NewTelemetry(t.Context(), config.Defaults(), quiet(), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestOrgLimitsPoller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tel, cleanup, err := NewTelemetry(t.Context(), config.Defaults(), quiet(), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,19 +106,19 @@ func TestOrgLimitsPoller(t *testing.T) {
 		}
 	}
 	waitUntil("three failed reads", func() bool { return lim.Requests() >= 3 })
-	if n := strings.Count(logs.String(), "cannot read the org's limits"); n != 1 || tel.salesforceLimits("prod") != nil {
+	if n := strings.Count(logs.String(), "cannot read the org's limits"); n != 1 || tel.SalesforceLimits("prod") != nil {
 		t.Fatalf("%d WARN lines for the failing reads, want 1:\n%s", n, logs.String())
 	}
 	lim.SetForbidden(false)
 	waitUntil("limits", func() bool {
-		return tel.salesforceLimits("prod")["DailyApiRequests"] == salesforce.Limit{Max: 15000, Remaining: 14998}
+		return tel.SalesforceLimits("prod")["DailyApiRequests"] == salesforce.Limit{Max: 15000, Remaining: 14998}
 	})
 	if !strings.Contains(logs.String(), "the org's limits are read again") {
 		t.Fatalf("the recovery is not logged:\n%s", logs.String())
 	}
 	cancel()
 	<-done
-	if l := tel.salesforceLimits("prod"); l != nil {
+	if l := tel.SalesforceLimits("prod"); l != nil {
 		t.Fatalf("limits kept after the poller stopped: %v", l)
 	}
 	if !strings.Contains(exposition(t, tel), "sf2loki_salesforce_limits_poll_errors_total") {

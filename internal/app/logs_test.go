@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"syscall"
@@ -13,6 +11,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
@@ -117,7 +116,7 @@ func TestOneLinePerLeaseTransition(t *testing.T) {
 
 func TestTransitionLinesNameTheOrg(t *testing.T) {
 	log, out := capture()
-	tel, cleanup, err := NewTelemetry(t.Context(), testConfig(config.CoordinateS3Lease), log, TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), testConfig(config.CoordinateS3Lease), log, telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,15 +129,6 @@ func TestTransitionLinesNameTheOrg(t *testing.T) {
 	}
 	if c := tel.Counters()["acquired"]; c != 2 {
 		t.Fatalf("the shard's observer does not count: %d", c)
-	}
-}
-
-func TestPlannedAndUnplannedLossesLogAtTheirLevels(t *testing.T) {
-	log, out := capture()
-	logEvent(log, domain.Event{Kind: domain.EventLost, Epoch: 2, Reason: "resigned: rebalancing", Graceful: true})
-	logEvent(log, domain.Event{Kind: domain.EventLost, Epoch: 3, Reason: "lease taken over by another process"})
-	if got := lines(out.String(), "lost the lease"); len(got) != 2 || !strings.Contains(got[0], "level=DEBUG") || !strings.Contains(got[1], "level=WARN") {
-		t.Fatalf("want a planned loss at DEBUG (the release line says it) and a takeover at WARN:\n%s", out)
 	}
 }
 
@@ -171,19 +161,5 @@ func TestExitCodes(t *testing.T) {
 		if got := exitCode(err); got != want {
 			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)
 		}
-	}
-}
-
-// A checkpoint write the stop cancels is planned: INFO, not WARN. (A
-// SIGTERM that arrived while the claim was written logged WARN
-// commit_failed on a graceful stop.)
-func TestACommitCancelledByTheStopIsNotAWarning(t *testing.T) {
-	var out strings.Builder
-	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	logEvent(log, domain.Event{Kind: domain.EventCommitFailed, Epoch: 1, Reason: "claim", Err: fmt.Errorf("put mem://state: %w", context.Canceled)})
-	logEvent(log, domain.Event{Kind: domain.EventCommitFailed, Epoch: 1, Reason: "commit", Err: errors.New("put mem://state: 503")})
-	got := out.String()
-	if !strings.Contains(got, `level=INFO msg="a checkpoint write was cancelled by the stop`) || strings.Count(got, "level=WARN") != 1 {
-		t.Fatalf("want the cancelled write at INFO and the failed one at WARN:\n%s", got)
 	}
 }

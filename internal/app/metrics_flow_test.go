@@ -16,6 +16,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // sample returns the value of the first series of name whose labels
@@ -84,9 +85,9 @@ func quantile(t *testing.T, body, name string, q float64, labels ...string) floa
 	return lo
 }
 
-func newTestTelemetry(t *testing.T) (*Telemetry, http.Handler) {
+func newTestTelemetry(t *testing.T) (*telemetry.Recorder, http.Handler) {
 	t.Helper()
-	tel, cleanup, err := NewTelemetry(t.Context(), testConfig(config.CoordinateNoop), quiet(), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), testConfig(config.CoordinateNoop), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestIngestLagHistogram(t *testing.T) {
 	tel, h := newTestTelemetry(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clk := porttest.NewFakeClock(now)
-	sink := tel.lagSink("", acceptAll{}, clk)
+	sink := tel.LagSink("", acceptAll{}, clk)
 	entry := func(age time.Duration) ports.Entry {
 		return ports.Entry{Time: now.Add(-age), Line: "x", Labels: map[string]string{"source": "pubsub", "event_type": "LoginEventStream"},
 			Checkpoint: ports.Checkpoint{Key: "pubsub:/event/LoginEventStream", Value: "1"}}
@@ -206,8 +207,8 @@ func TestEntriesIngestedCounter(t *testing.T) {
 	cfg := testConfig(config.CoordinateNoop)
 	cfg.Sources.Synthetic.Rate = 1
 	cfg.Sources.EventLogFile.EventTypes = []string{"Login", "Report*"}
-	c := tel.newIngestCounter("", ingestSeed(cfg))
-	org := tel.newIngestCounter("prod", map[string][]string{"pubsub": {"LoginEventStream"}})
+	produced := tel.IngestCounter("", ingestSeed(cfg))
+	org := tel.IngestCounter("prod", map[string][]string{"pubsub": {"LoginEventStream"}})
 	_, body := get(t, h, "/metrics")
 	for _, want := range [][]string{{"source", "synthetic", "event_type", "LoginEvent"}, {"source", "synthetic", "event_type", "ApiEvent"},
 		{"source", "eventlogfile", "event_type", "Login"}, {"source", "pubsub", "event_type", "LoginEventStream", "shard", "prod"}} {
@@ -217,11 +218,11 @@ func TestEntriesIngestedCounter(t *testing.T) {
 	}
 	e := ports.Entry{Line: "x", Labels: map[string]string{"source": "synthetic", "event_type": "LoginEvent"}}
 	api := ports.Entry{Line: "x", Labels: map[string]string{"source": "synthetic", "event_type": "ApiEvent"}}
-	synthetic := c.produced("synthetic")
+	synthetic := produced("synthetic")
 	for _, e := range []ports.Entry{e, e, api, e, api, api, api} {
 		synthetic(e)
 	}
-	org.produced("pubsub")(ports.Entry{Labels: map[string]string{"event_type": "LoginEventStream"}})
+	org("pubsub")(ports.Entry{Labels: map[string]string{"event_type": "LoginEventStream"}})
 	_, body = get(t, h, "/metrics")
 	if v, _ := sample(body, "sf2loki_entries_ingested_total", "source", "synthetic", "event_type", "LoginEvent"); v != 3 {
 		t.Errorf("3 entries counted as %v:\n%s", v, grepLines(body, "ingested"))
@@ -242,8 +243,8 @@ func TestEntriesIngestedCounter(t *testing.T) {
 func TestCheckpointAge(t *testing.T) {
 	tel, h := newTestTelemetry(t)
 	clk := porttest.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	ages := tel.addCheckpointAges("", []string{"synthetic", "pubsub"}, clk)
-	tel.addCheckpointAges("prod", []string{"eventlogfile"}, clk)
+	ages := tel.AddCheckpointAges("", []string{"synthetic", "pubsub"}, clk)
+	tel.AddCheckpointAges("prod", []string{"eventlogfile"}, clk)
 	age := func(labels ...string) float64 {
 		t.Helper()
 		_, body := get(t, h, "/metrics")
@@ -260,7 +261,7 @@ func TestCheckpointAge(t *testing.T) {
 	if a := age("source", "eventlogfile", "shard", "prod"); a != 90 {
 		t.Fatalf("the org's source: age %v", a)
 	}
-	w := agedCommits{w: &porttestWriter{}, ages: ages}
+	w := ages.Writer(&porttestWriter{})
 	if err := w.CommitMany(t.Context(), map[string]string{"synthetic:LoginEvent": "1", domain.EgressKey: "{}"}); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,7 @@ func TestCheckpointAge(t *testing.T) {
 		t.Fatalf("after a commit that moved nothing: age %v, want 15", a)
 	}
 	// A failed commit moves nothing either.
-	failing := agedCommits{w: &porttestWriter{err: ports.ErrPreconditionFailed}, ages: ages}
+	failing := ages.Writer(&porttestWriter{err: ports.ErrPreconditionFailed})
 	_ = failing.CommitMany(t.Context(), map[string]string{"synthetic:LoginEvent": "2"})
 	if a := age("source", "synthetic"); a != 15 {
 		t.Fatalf("after a failed commit: age %v, want 15", a)

@@ -15,9 +15,11 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/k8s"
 	"github.com/sf2loki/sf2loki/internal/adapters/s3"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // Overrides swaps parts of the graph; tests use it to build the same graph
@@ -30,7 +32,7 @@ type Overrides struct {
 	MembersStore ports.ObjectCAS
 	Workload     Workload
 	Logger       *slog.Logger
-	Telemetry    TelemetryOptions
+	Telemetry    telemetry.Options
 	// Stdout receives a dry run's entries (nil: os.Stdout).
 	Stdout io.Writer
 }
@@ -69,7 +71,7 @@ type Coordinator interface {
 type Shared struct {
 	Clock     ports.Clock
 	Logger    *slog.Logger
-	Telemetry *Telemetry
+	Telemetry *telemetry.Recorder
 	Sink      SharedSink
 	Gate      Gate
 	Older     OlderLayouts
@@ -98,18 +100,18 @@ func provideLogger(cfg *config.Config, o Overrides) *slog.Logger {
 }
 
 // provideStateStore builds the checkpoint store chosen by state.store.
-func provideStateStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (StateStore, func(), error) {
+func provideStateStore(ctx context.Context, cfg *config.Config, o Overrides, t *telemetry.Recorder) (StateStore, func(), error) {
 	if cfg.Sink.Stdout.Enabled {
 		return dryRunState(cfg, t), func() {}, nil
 	}
 	if o.StateStore != nil {
-		return StateStore{t.instrument("test", o.StateStore)}, func() {}, nil
+		return StateStore{t.Instrument("test", o.StateStore)}, func() {}, nil
 	}
 	s, err := newStateStore(ctx, cfg)
 	if err != nil {
 		return StateStore{}, nil, fmt.Errorf("state store: %w", err)
 	}
-	return StateStore{t.instrument(cfg.State.Store, s)}, closer(s), nil
+	return StateStore{t.Instrument(cfg.State.Store, s)}, closer(s), nil
 }
 
 // closer returns a cleanup that closes s if it holds a client.
@@ -150,30 +152,30 @@ func newGCS(ctx context.Context, o config.GCSObject, maxSize int64) (ports.Objec
 }
 
 // leaseStore wraps a real lease store, unless a test supplied one.
-func leaseStore(o Overrides, t *Telemetry, backend string, build func() (ports.ObjectCAS, error)) (LeaseStore, func(), error) {
+func leaseStore(o Overrides, t *telemetry.Recorder, backend string, build func() (ports.ObjectCAS, error)) (LeaseStore, func(), error) {
 	if o.LeaseStore != nil {
-		return LeaseStore{t.instrument("test", o.LeaseStore)}, func() {}, nil
+		return LeaseStore{t.Instrument("test", o.LeaseStore)}, func() {}, nil
 	}
 	s, err := build()
 	if err != nil {
 		return LeaseStore{}, nil, fmt.Errorf("lease store: %w", err)
 	}
-	return LeaseStore{t.instrument(backend, s)}, closer(s), nil
+	return LeaseStore{t.Instrument(backend, s)}, closer(s), nil
 }
 
-func provideFileLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
+func provideFileLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *telemetry.Recorder) (LeaseStore, func(), error) {
 	return leaseStore(o, t, "file", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
 }
 
-func provideS3LeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
+func provideS3LeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *telemetry.Recorder) (LeaseStore, func(), error) {
 	return leaseStore(o, t, "s3", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
 }
 
-func provideGCSLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
+func provideGCSLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *telemetry.Recorder) (LeaseStore, func(), error) {
 	return leaseStore(o, t, "gcs", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
 }
 
-func provideK8sLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *Telemetry) (LeaseStore, func(), error) {
+func provideK8sLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *telemetry.Recorder) (LeaseStore, func(), error) {
 	return leaseStore(o, t, "k8s", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
 }
 
@@ -213,21 +215,18 @@ func leaseConfig(cfg *config.Config) domain.LeaseConfig {
 	return domain.LeaseConfig{Holder: HolderID(t.HolderID), TTL: t.TTL, RenewInterval: t.RenewInterval}
 }
 
-// HolderID returns configured, or hostname-pid when it is blank.
+// HolderID returns configured, or hostname-pid (buildinfo.Instance) when it
+// is blank.
 func HolderID(configured string) string {
 	if configured != "" {
 		return configured
 	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "sf2loki"
-	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
+	return buildinfo.Instance()
 }
 
 // provideKeeper builds the lease keeper. Its epoch floor is the checkpoint
 // document's stored epoch, read fresh before every acquisition.
-func provideKeeper(cfg *config.Config, lease LeaseStore, state StateStore, clk ports.Clock, t *Telemetry, log *slog.Logger, gate Gate) (*domain.LeaseKeeper, error) {
+func provideKeeper(cfg *config.Config, lease LeaseStore, state StateStore, clk ports.Clock, t *telemetry.Recorder, log *slog.Logger, gate Gate) (*domain.LeaseKeeper, error) {
 	lc := leaseConfig(cfg)
 	lc.Observer, lc.Logger = t.ForShard(cfg.ShardName), log
 	if cfg.ShardName != "" {
@@ -256,7 +255,7 @@ func provideSoleLeader(clk ports.Clock) Coordinator {
 // noFence: a single instance has nobody to be fenced by.
 func noFence() Fence { return nil }
 
-func provideCommitter(cfg *config.Config, state StateStore, clk ports.Clock, fence Fence, t *Telemetry, log *slog.Logger, older OlderLayouts) (*domain.CheckpointCommitter, error) {
+func provideCommitter(cfg *config.Config, state StateStore, clk ports.Clock, fence Fence, t *telemetry.Recorder, log *slog.Logger, older OlderLayouts) (*domain.CheckpointCommitter, error) {
 	c := domain.CommitterConfig{Fence: fence.check(), Observer: t.ForShard(cfg.ShardName), Logger: log, Org: cfg.ShardName}
 	if older != nil {
 		c.Older = older(cfg.ShardName)
@@ -317,12 +316,12 @@ func newSalesforceAuth(sf config.Salesforce) (*salesforce.Auth, error) {
 // newSalesforceAuthObserved is newSalesforceAuth with the org's throttle
 // pause, the token source's logs and, with t, its counters and failing
 // state exported.
-func newSalesforceAuthObserved(org string, sf config.Salesforce, pause time.Duration, log *slog.Logger, t *Telemetry) (*salesforce.Auth, error) {
+func newSalesforceAuthObserved(org string, sf config.Salesforce, pause time.Duration, log *slog.Logger, t *telemetry.Recorder) (*salesforce.Auth, error) {
 	c := salesforce.Config{AuthMode: sf.AuthMode, LoginURL: sf.SalesforceLoginURL(), ClientID: strings.TrimSpace(sf.ClientID),
 		Username: strings.TrimSpace(sf.Username), OrgID: sf.OrgID, TokenTTL: sf.TokenTTL, Audience: sf.JWTAudience(), Logger: log,
 		ThrottlePause: pause}
 	if t != nil {
-		t.zeroSalesforce(org)
+		t.ZeroSalesforce(org)
 		c.Refreshed = func(reason string) { t.SalesforceAuthRefreshed(org, reason) }
 		c.MintFailed = func(reason string) { t.SalesforceAuthFailed(org, reason) }
 		c.Throttled = func(api string) { t.SalesforceThrottled(org, api) }
@@ -350,7 +349,7 @@ func newSalesforceAuthObserved(org string, sf config.Salesforce, pause time.Dura
 
 // newBalancer builds the membership document (beside the leases, in the
 // same store) and the balance that spreads the shards over the replicas.
-func newBalancer(ctx context.Context, cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry) (*domain.Balancer, func(), error) {
+func newBalancer(ctx context.Context, cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *telemetry.Recorder) (*domain.Balancer, func(), error) {
 	mc := cfg.MembersConfig()
 	store, clean, err := leaseStore(Overrides{LeaseStore: o.MembersStore}, t, cfg.Coordinate.Type, func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, mc) })
 	if err != nil {

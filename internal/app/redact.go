@@ -13,6 +13,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/redact"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // redactSecrets collects every secret the configuration holds or points
@@ -65,7 +66,7 @@ func redactSecrets(cfg *config.Config) []string {
 	out = append(out, push...)
 	if a := cfg.TelemetryBasicAuth(); cfg.Service.Telemetry.Auth == "basic" && a.User != "" {
 		if token := strings.TrimSpace(read(a.Token, a.TokenFile)); token != "" {
-			out = append(out, basicCredentials(a.User, token))
+			out = append(out, telemetry.BasicCredentials(a.User, token))
 		}
 	}
 	for _, f := range []string{cfg.State.GCS.ServiceFile, cfg.Coordinate.GCSLease.ServiceFile} {

@@ -123,7 +123,7 @@ func busyLeaderSeries(t *testing.T) (scrape func() map[string]bool) {
 	tel.SalesforceAuthFailed("", "refused")
 	tel.PubSubReconnect("", "/event/LoginEventStream", "unavailable")
 	tel.Observe(domain.Event{Kind: domain.EventRenewFailed, At: time.Now()})
-	tel.sinkStats.Load().Drop("bad_request", 1)
+	tel.SinkStats().Drop("bad_request", 1)
 	tel.SetSalesforceLimits("", map[string]salesforce.Limit{"DailyApiRequests": {Max: 100000, Remaining: 99000}})
 	return scrape
 }

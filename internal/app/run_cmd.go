@@ -12,16 +12,8 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
-
-// ExitError carries a process exit code.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
 
 // loadConfig loads and validates, printing warnings; an invalid
 // configuration, or none at all (no --config and no SF2LOKI_* key), is an
@@ -103,18 +95,6 @@ func pathHint(cfg *config.Config, configPath string, err error) error {
 	return fmt.Errorf("%w; %s", err, hint)
 }
 
-// noSourceWarning says, when no shard of d has a source to ingest, that
-// the leader will hold its lease and ship nothing ("" otherwise).
-func noSourceWarning(d *Daemon) string {
-	for _, s := range d.shards {
-		if _, idle := s.workload.(idle); !idle {
-			return ""
-		}
-	}
-	return "no source is enabled: the leader will hold the lease and ship nothing; enable one under sources " +
-		"(sources.eventlogfile, sources.pubsub, …: sf2loki config example lists them)"
-}
-
 func newCheckCommand() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
@@ -136,7 +116,7 @@ func newCheckCommand() *cobra.Command {
 			// No push: check makes no request (service.telemetry would push the
 			// metrics, with their credentials, when its meter provider stops).
 			d, cleanup, err := Build(context.WithoutCancel(cmd.Context()), cfg, Overrides{Logger: redactLogger(NewLogger(cmd.ErrOrStderr(), "error", "text"), cfg),
-				Telemetry: TelemetryOptions{NoPush: true}})
+				Telemetry: telemetry.Options{NoPush: true}})
 			if err != nil {
 				return &ExitError{Code: ExitInvalidConfig, Err: redactErr(cfg, err)}
 			}

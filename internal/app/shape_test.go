@@ -14,6 +14,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/synthetic"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // The counters of the transforms and of sampling reach /metrics, with the
@@ -33,7 +34,7 @@ sources:
 			t.Fatal(err)
 		}
 		cfg.ShardName = shard
-		tel, cleanup, err := NewTelemetry(t.Context(), cfg, quiet(), TelemetryOptions{})
+		tel, cleanup, err := telemetry.New(t.Context(), cfg, quiet(), telemetry.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

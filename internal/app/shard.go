@@ -11,6 +11,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // Shard is one org's leadership and work: its lease (coordinator), its
@@ -23,8 +24,8 @@ type Shard struct {
 	committer *domain.CheckpointCommitter
 	state     StateStore
 	workload  Workload
-	telemetry *Telemetry
-	gauges    *ShardTelemetry
+	telemetry *telemetry.Recorder
+	gauges    *telemetry.Shard
 	log       *slog.Logger
 	clock     ports.Clock
 	// fail stops the daemon with a non-HA error (set by the daemon).
@@ -36,7 +37,7 @@ type Shard struct {
 }
 
 func newShard(cfg *config.Config, coord Coordinator, committer *domain.CheckpointCommitter, state StateStore,
-	workload Workload, t *Telemetry, log *slog.Logger, clk ports.Clock) *Shard {
+	workload Workload, t *telemetry.Recorder, log *slog.Logger, clk ports.Clock) *Shard {
 	if cfg.ShardName != "" {
 		log = log.With("org", cfg.ShardName)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // frozenCoord is a coordinator frozen in one role.
@@ -49,7 +50,7 @@ func (c frozenCoord) Resign(string, time.Duration) {}
 func TestReadyzJudgesEachOrgsAuthOnItsOwn(t *testing.T) {
 	clk := porttest.NewFakeClock(time.Now())
 	cfg := config.Defaults()
-	tel, cleanup, err := NewTelemetry(t.Context(), cfg, quiet(), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), cfg, quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

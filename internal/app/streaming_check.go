@@ -13,6 +13,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // A Real-Time Event Monitoring stream whose streaming is off in Setup >
@@ -263,7 +264,7 @@ func (w *watchedPubSub) Run(ctx context.Context, resume func(string) (string, bo
 
 // watchStreams wraps s with the cross-check of its Real-Time Event
 // Monitoring streams.
-func watchStreams(s *pubsub.Source, org string, topics []string, auth *salesforce.Auth, apiVersion string, clk ports.Clock, log *slog.Logger, t *Telemetry) *watchedPubSub {
+func watchStreams(s *pubsub.Source, org string, topics []string, auth *salesforce.Auth, apiVersion string, clk ports.Clock, log *slog.Logger, t *telemetry.Recorder) *watchedPubSub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // otlpReceiver is a strict OTLP/HTTP metrics receiver, as the OTLP
@@ -229,7 +230,7 @@ func TestMetricsPushReachesAnOTLPReceiver(t *testing.T) {
 	rcv := newOTLPReceiver(t, "/otlp/v1/metrics", nil)
 	cfg := pushConfig(t, rcv.URL(), "1s", "")
 	log, out := capture()
-	tel, cleanup, err := NewTelemetry(t.Context(), cfg, redactLogger(log, cfg), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), cfg, redactLogger(log, cfg), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +297,7 @@ func TestMetricsPushReachesAnOTLPReceiver(t *testing.T) {
 func TestMetricsPushFlushesAtShutdown(t *testing.T) {
 	rcv := newOTLPReceiver(t, "/v1/metrics", nil)
 	cfg := pushConfig(t, rcv.URL(), "1h", "")
-	tel, cleanup, err := NewTelemetry(t.Context(), cfg, quiet(), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), cfg, quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +307,7 @@ func TestMetricsPushFlushesAtShutdown(t *testing.T) {
 	}
 	start := time.Now()
 	cleanup()
-	if took := time.Since(start); took > pushFlushTimeout {
+	if took := time.Since(start); took > telemetry.PushFlushTimeout {
 		t.Errorf("the stop took %s", took)
 	}
 	got := rcv.requests()
@@ -337,7 +338,7 @@ func TestMetricsPushRetriesAsTheSpecSays(t *testing.T) {
 			})
 			cfg := pushConfig(t, rcv.URL(), "1h", "")
 			log, out := capture()
-			tel, cleanup, err := NewTelemetry(t.Context(), cfg, redactLogger(log, cfg), TelemetryOptions{})
+			tel, cleanup, err := telemetry.New(t.Context(), cfg, redactLogger(log, cfg), telemetry.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -428,7 +429,7 @@ func TestADeadOTLPEndpointHoldsNothing(t *testing.T) {
 	}
 	start = time.Now()
 	cleanup()
-	if took := time.Since(start); took > pushFlushTimeout+6*time.Second {
+	if took := time.Since(start); took > telemetry.PushFlushTimeout+6*time.Second {
 		t.Errorf("the cleanup took %s with a dead OTLP endpoint", took)
 	}
 	if strings.Contains(out.String(), "s3cr3t") {
@@ -507,7 +508,7 @@ service: {telemetry: {enabled: true, endpoint: %s, export_interval: 1h}}
 		t.Fatal(err)
 	}
 	log, out := capture()
-	tel, cleanup, err := NewTelemetry(t.Context(), cfg, redactLogger(log, cfg), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), cfg, redactLogger(log, cfg), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +529,7 @@ service: {telemetry: {enabled: true, endpoint: %s, export_interval: 1h}}
 func TestADryRunDoesNotPush(t *testing.T) {
 	rcv := newOTLPReceiver(t, "/v1/metrics", nil)
 	cfg := pushConfig(t, rcv.URL(), "1s", "sink: {stdout: {enabled: true}}")
-	tel, cleanup, err := NewTelemetry(t.Context(), cfg, quiet(), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), cfg, quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // The OTLP clients name sf2loki and its version in User-Agent, not the
@@ -22,7 +23,7 @@ func TestOTLPClientsSendTheUserAgent(t *testing.T) {
 
 	rcv := newOTLPReceiver(t, "/v1/metrics", nil)
 	cfg := pushConfig(t, rcv.URL(), "1s", "")
-	tel, cleanup, err := NewTelemetry(t.Context(), cfg, quiet(), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), cfg, quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

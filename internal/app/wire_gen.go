@@ -16,26 +16,26 @@ import (
 func buildNoop(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) (*Shard, func(), error) {
 	clock := sh.Clock
 	coordinator := provideSoleLeader(clock)
-	telemetry := sh.Telemetry
-	stateStore, cleanup, err := provideStateStore(ctx, cfg, o, telemetry)
+	recorder := sh.Telemetry
+	stateStore, cleanup, err := provideStateStore(ctx, cfg, o, recorder)
 	if err != nil {
 		return nil, nil, err
 	}
 	fence := noFence()
 	logger := sh.Logger
 	appOlderLayouts := sh.Older
-	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger, appOlderLayouts)
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, recorder, logger, appOlderLayouts)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
 	sharedSink := sh.Sink
-	workload, cleanup2, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink, fence)
+	workload, cleanup2, err := provideWorkload(cfg, o, clock, logger, recorder, sharedSink, fence)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
+	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, recorder, logger, clock)
 	return shard, func() {
 		cleanup2()
 		cleanup()
@@ -43,12 +43,12 @@ func buildNoop(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) 
 }
 
 func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) (*Shard, func(), error) {
-	telemetry := sh.Telemetry
-	appLeaseStore, cleanup, err := provideFileLeaseStore(ctx, cfg, o, telemetry)
+	recorder := sh.Telemetry
+	appLeaseStore, cleanup, err := provideFileLeaseStore(ctx, cfg, o, recorder)
 	if err != nil {
 		return nil, nil, err
 	}
-	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, telemetry)
+	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, recorder)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -56,7 +56,7 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides, sh Sha
 	clock := sh.Clock
 	logger := sh.Logger
 	gate := sh.Gate
-	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger, gate)
+	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, recorder, logger, gate)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -65,20 +65,20 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides, sh Sha
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
 	appOlderLayouts := sh.Older
-	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger, appOlderLayouts)
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, recorder, logger, appOlderLayouts)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	sharedSink := sh.Sink
-	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink, fence)
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, recorder, sharedSink, fence)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
+	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, recorder, logger, clock)
 	return shard, func() {
 		cleanup3()
 		cleanup2()
@@ -87,12 +87,12 @@ func buildFileLease(ctx context.Context, cfg *config.Config, o Overrides, sh Sha
 }
 
 func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) (*Shard, func(), error) {
-	telemetry := sh.Telemetry
-	appLeaseStore, cleanup, err := provideK8sLeaseStore(ctx, cfg, o, telemetry)
+	recorder := sh.Telemetry
+	appLeaseStore, cleanup, err := provideK8sLeaseStore(ctx, cfg, o, recorder)
 	if err != nil {
 		return nil, nil, err
 	}
-	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, telemetry)
+	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, recorder)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -100,7 +100,7 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 	clock := sh.Clock
 	logger := sh.Logger
 	gate := sh.Gate
-	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger, gate)
+	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, recorder, logger, gate)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -109,20 +109,20 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
 	appOlderLayouts := sh.Older
-	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger, appOlderLayouts)
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, recorder, logger, appOlderLayouts)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	sharedSink := sh.Sink
-	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink, fence)
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, recorder, sharedSink, fence)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
+	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, recorder, logger, clock)
 	return shard, func() {
 		cleanup3()
 		cleanup2()
@@ -131,12 +131,12 @@ func buildK8sLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 }
 
 func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) (*Shard, func(), error) {
-	telemetry := sh.Telemetry
-	appLeaseStore, cleanup, err := provideS3LeaseStore(ctx, cfg, o, telemetry)
+	recorder := sh.Telemetry
+	appLeaseStore, cleanup, err := provideS3LeaseStore(ctx, cfg, o, recorder)
 	if err != nil {
 		return nil, nil, err
 	}
-	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, telemetry)
+	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, recorder)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -144,7 +144,7 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides, sh Share
 	clock := sh.Clock
 	logger := sh.Logger
 	gate := sh.Gate
-	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger, gate)
+	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, recorder, logger, gate)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -153,20 +153,20 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides, sh Share
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
 	appOlderLayouts := sh.Older
-	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger, appOlderLayouts)
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, recorder, logger, appOlderLayouts)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	sharedSink := sh.Sink
-	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink, fence)
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, recorder, sharedSink, fence)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
+	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, recorder, logger, clock)
 	return shard, func() {
 		cleanup3()
 		cleanup2()
@@ -175,12 +175,12 @@ func buildS3Lease(ctx context.Context, cfg *config.Config, o Overrides, sh Share
 }
 
 func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shared) (*Shard, func(), error) {
-	telemetry := sh.Telemetry
-	appLeaseStore, cleanup, err := provideGCSLeaseStore(ctx, cfg, o, telemetry)
+	recorder := sh.Telemetry
+	appLeaseStore, cleanup, err := provideGCSLeaseStore(ctx, cfg, o, recorder)
 	if err != nil {
 		return nil, nil, err
 	}
-	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, telemetry)
+	stateStore, cleanup2, err := provideStateStore(ctx, cfg, o, recorder)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -188,7 +188,7 @@ func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 	clock := sh.Clock
 	logger := sh.Logger
 	gate := sh.Gate
-	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, telemetry, logger, gate)
+	leaseKeeper, err := provideKeeper(cfg, appLeaseStore, stateStore, clock, recorder, logger, gate)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -197,20 +197,20 @@ func buildGCSLease(ctx context.Context, cfg *config.Config, o Overrides, sh Shar
 	coordinator := keeperCoordinator(leaseKeeper)
 	fence := keeperFence(leaseKeeper)
 	appOlderLayouts := sh.Older
-	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, telemetry, logger, appOlderLayouts)
+	checkpointCommitter, err := provideCommitter(cfg, stateStore, clock, fence, recorder, logger, appOlderLayouts)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	sharedSink := sh.Sink
-	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, telemetry, sharedSink, fence)
+	workload, cleanup3, err := provideWorkload(cfg, o, clock, logger, recorder, sharedSink, fence)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, telemetry, logger, clock)
+	shard := newShard(cfg, coordinator, checkpointCommitter, stateStore, workload, recorder, logger, clock)
 	return shard, func() {
 		cleanup3()
 		cleanup2()

@@ -18,6 +18,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
 // pipelineWorkload runs the sources through the pipeline to the sink: the
@@ -35,7 +36,7 @@ type pipelineWorkload struct {
 	// dryRun discards the commits (sink.stdout.enabled).
 	dryRun bool
 	// ages, if set, learns of each successful commit.
-	ages *checkpointAges
+	ages *telemetry.CheckpointAges
 }
 
 // Run implements Workload: resume positions come from the claimed
@@ -57,7 +58,7 @@ func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
 	}
 	commits := w.commits(lead)
 	if w.ages != nil {
-		commits = agedCommits{w: commits, ages: w.ages}
+		commits = w.ages.Writer(commits)
 	}
 	return w.pipeline.Run(ctx, lead.Drain, commits, resume, w.sources)
 }
@@ -65,10 +66,10 @@ func (w *pipelineWorkload) Run(ctx context.Context, lead Lead) error {
 // provideWorkload builds the pipeline when a source is enabled; otherwise
 // the leader holds leadership and ingests nothing. The cleanup closes the
 // sources' clients (the Pub/Sub connection).
-func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *Telemetry, sink SharedSink, fence Fence) (Workload, func(), error) {
+func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *telemetry.Recorder, sink SharedSink, fence Fence) (Workload, func(), error) {
 	if o.Workload != nil {
 		if t != nil {
-			t.addLanes(cfg.ShardName, nil)
+			t.AddLanes(cfg.ShardName, nil)
 		}
 		return o.Workload, func() {}, nil
 	}
@@ -80,9 +81,9 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 	pw, ok := w.(*pipelineWorkload)
 	if t != nil {
 		if ok {
-			t.addLanes(cfg.ShardName, pw.pipeline.Held)
+			t.AddLanes(cfg.ShardName, pw.pipeline.Held)
 		} else {
-			t.addLanes(cfg.ShardName, nil)
+			t.AddLanes(cfg.ShardName, nil)
 		}
 	}
 	if ok {
@@ -101,11 +102,11 @@ func provideWorkload(cfg *config.Config, o Overrides, clk ports.Clock, log *slog
 type SharedSink func() (*loki.Sink, error)
 
 // OnceSink is the SharedSink of cfg.
-func OnceSink(cfg *config.Config, log *slog.Logger, t *Telemetry) SharedSink {
+func OnceSink(cfg *config.Config, log *slog.Logger, t *telemetry.Recorder) SharedSink {
 	return sync.OnceValues(func() (*loki.Sink, error) { return newLokiSink(cfg.Sink.Loki, log, t) })
 }
 
-func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry, shared SharedSink, fence Fence) (Workload, error) {
+func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *telemetry.Recorder, shared SharedSink, fence Fence) (Workload, error) {
 	var sources []ports.Source
 	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
 		sh, err := sourceShaper(cfg, "synthetic", t)
@@ -143,18 +144,18 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telem
 	}
 	var (
 		produced func(string) func(ports.Entry)
-		ages     *checkpointAges
+		ages     *telemetry.CheckpointAges
 		observer domain.Observer
 	)
 	if t != nil {
 		observer = t.ForShard(cfg.ShardName)
-		sink = t.lagSink(cfg.ShardName, sink, clk)
-		produced = t.newIngestCounter(cfg.ShardName, ingestSeed(cfg)).produced
+		sink = t.LagSink(cfg.ShardName, sink, clk)
+		produced = t.IngestCounter(cfg.ShardName, ingestSeed(cfg))
 		names := make([]string, 0, len(sources))
 		for _, s := range sources {
 			names = append(names, s.Name())
 		}
-		ages = t.addCheckpointAges(cfg.ShardName, names, clk)
+		ages = t.AddCheckpointAges(cfg.ShardName, names, clk)
 	}
 	realtime, bulk := laneConfigs(cfg)
 	egress, err := domain.NewEgress(clk, egressConfig(cfg, base.Stats, log))
@@ -268,7 +269,7 @@ func laneConfigs(cfg *config.Config) (realtime, bulk domain.LaneConfig) {
 
 // salesforceSources builds the Salesforce sources that are enabled, sharing
 // one token source.
-func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *Telemetry) ([]ports.Source, *salesforce.Auth, error) {
+func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *telemetry.Recorder) ([]ports.Source, *salesforce.Auth, error) {
 	objs, elf, ps := cfg.Sources.EventlogObjects.Objects, cfg.Sources.EventLogFile, cfg.Sources.PubSub
 	if len(objs) == 0 && len(elf.EventTypes) == 0 && len(ps.Topics) == 0 && !cfg.Sources.ApexLog.Enabled {
 		return nil, nil, nil
@@ -375,7 +376,7 @@ func newPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock,
 }
 
 // newLokiSink builds the sink; with t, its counters are exported.
-func newLokiSink(c config.LokiSink, log *slog.Logger, t *Telemetry) (*loki.Sink, error) {
+func newLokiSink(c config.LokiSink, log *slog.Logger, t *telemetry.Recorder) (*loki.Sink, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -408,4 +409,33 @@ func newLokiSink(c config.LokiSink, log *slog.Logger, t *Telemetry) (*loki.Sink,
 	}
 	record = t.RegisterSink(sink.Stats)
 	return sink, nil
+}
+
+// ingestSeed are the event types cfg's sources are configured with (globs
+// aside), by source.
+func ingestSeed(cfg *config.Config) map[string][]string {
+	out := map[string][]string{}
+	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
+		out["synthetic"] = syn.EventTypes
+		if len(syn.EventTypes) == 0 {
+			out["synthetic"] = []string{"LoginEvent", "ApiEvent"}
+		}
+	}
+	for _, et := range cfg.Sources.EventLogFile.EventTypes {
+		if !strings.ContainsAny(et, "*?[") {
+			out["eventlogfile"] = append(out["eventlogfile"], et)
+		}
+	}
+	for _, o := range cfg.Sources.EventlogObjects.Objects {
+		out["eventlog_objects"] = append(out["eventlog_objects"], o.Name)
+	}
+	for _, topic := range cfg.Sources.PubSub.Topics {
+		if !strings.ContainsAny(topic, "*?[") {
+			out["pubsub"] = append(out["pubsub"], topic[strings.LastIndexByte(topic, '/')+1:])
+		}
+	}
+	if cfg.Sources.ApexLog.Enabled {
+		out["apexlog"] = []string{salesforce.ApexLogType}
+	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/telemetry"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
@@ -53,7 +54,7 @@ func unresolvableOrg(t *testing.T) *salesforce.Auth {
 // what it is, with where to look, not as a missing permission.
 func TestLimitsPollerNamesADNSFailure(t *testing.T) {
 	auth := unresolvableOrg(t)
-	tel, cleanup, err := NewTelemetry(t.Context(), config.Defaults(), quiet(), TelemetryOptions{})
+	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

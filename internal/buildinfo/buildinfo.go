@@ -1,12 +1,14 @@
 // Package buildinfo holds what the build stamps into the binary: the
 // version and the commit (set with -ldflags "-X ...=..." by make build, the
 // image and the release), and the User-Agent every client of the daemon
-// sends. The adapters read it here, so that a request to Salesforce, Loki,
+// sends, and the process's default identity (Instance). The adapters read it here, so that a request to Salesforce, Loki,
 // an object store or the Kubernetes API names sf2loki and its version
 // without the composition layer threading it through every configuration.
 package buildinfo
 
 import (
+	"fmt"
+	"os"
 	"runtime/debug"
 	"strings"
 )
@@ -60,4 +62,15 @@ func token(s string) string {
 		}
 		return '-'
 	}, s)
+}
+
+// Instance is the process's default identity, hostname-pid: the lease
+// holder when none is configured, and the pushed metrics'
+// service.instance.id (two replicas on one host must not share it).
+func Instance() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "sf2loki"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

@@ -1,4 +1,4 @@
-package app
+package telemetry
 
 import (
 	"cmp"
@@ -26,12 +26,12 @@ import (
 )
 
 // Bounds of the OTLP metrics push: one request (retries of a 429 or 503
-// included) and the final push at a graceful stop. Neither holds the
+// included) and the final push at a graceful stop (PushFlushTimeout). Neither holds the
 // daemon: the pushes run on the reader's own goroutine.
 const (
 	pushRequestTimeout = 10 * time.Second
 	pushExportTimeout  = 30 * time.Second
-	pushFlushTimeout   = 5 * time.Second
+	PushFlushTimeout   = 5 * time.Second
 )
 
 // pushWarnEvery is the least time between two WARN lines of failed pushes.
@@ -58,7 +58,7 @@ func newMetricsPush(cfg *config.Config, log *slog.Logger) (*metricsPush, error) 
 		log.Info("dry run: the metrics push over OTLP (service.telemetry) is off; /metrics serves them")
 		return nil, nil
 	}
-	headers, err := telemetryHeaders(cfg)
+	headers, err := PushHeaders(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -73,12 +73,12 @@ func newMetricsPush(cfg *config.Config, log *slog.Logger) (*metricsPush, error) 
 		otlpmetrichttp.WithHeaders(headers), otlpmetrichttp.WithTimeout(pushRequestTimeout),
 		otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig{Enabled: true, InitialInterval: time.Second, MaxInterval: 10 * time.Second, MaxElapsedTime: timeout}))
 	if err != nil {
-		return nil, fmt.Errorf("service.telemetry.endpoint %s: %w", shownURL(t.Endpoint), err)
+		return nil, fmt.Errorf("service.telemetry.endpoint %s: %w", ShownURL(t.Endpoint), err)
 	}
-	reader := sdkmetric.NewPeriodicReader(&pushExporter{Exporter: exp, log: log, endpoint: shownURL(t.Endpoint),
+	reader := sdkmetric.NewPeriodicReader(&pushExporter{Exporter: exp, log: log, endpoint: ShownURL(t.Endpoint),
 		warn: lograte.Limiter{Every: pushWarnEvery}},
 		sdkmetric.WithInterval(t.ExportInterval), sdkmetric.WithTimeout(timeout))
-	log.Info("pushing metrics over OTLP/HTTP", "endpoint", shownURL(t.Endpoint), "interval", t.ExportInterval.String(), "auth", t.Auth)
+	log.Info("pushing metrics over OTLP/HTTP", "endpoint", ShownURL(t.Endpoint), "interval", t.ExportInterval.String(), "auth", t.Auth)
 	return &metricsPush{reader: reader, resource: pushResource(cfg)}, nil
 }
 
@@ -88,11 +88,11 @@ func newMetricsPush(cfg *config.Config, log *slog.Logger) (*metricsPush, error) 
 func pushResource(cfg *config.Config) *resource.Resource {
 	attrs := map[string]string{
 		"service.name":    cmp.Or(cfg.Telemetry.ServiceName, "sf2loki"),
-		"service.version": CurrentBuild().Version,
+		"service.version": buildinfo.Version(),
 	}
 	// The process, not the host: two replicas on one host (the README's
 	// pair, make demo) must not write the same series.
-	attrs["service.instance.id"] = HolderID("")
+	attrs["service.instance.id"] = buildinfo.Instance()
 	maps.Copy(attrs, cfg.Service.Telemetry.ResourceAttributes)
 	kv := make([]attribute.KeyValue, 0, len(attrs))
 	for k, v := range attrs {
@@ -101,11 +101,11 @@ func pushResource(cfg *config.Config) *resource.Resource {
 	return resource.NewSchemaless(kv...)
 }
 
-// telemetryHeaders are the headers of every push: service.telemetry.headers
+// PushHeaders are the headers of every push: service.telemetry.headers
 // and, with auth basic, Authorization: Basic from the user and token
 // (config.TelemetryBasicAuth: its own keys, else sink.loki's), the token
 // read from its file when that is how it is given.
-func telemetryHeaders(cfg *config.Config) (map[string]string, error) {
+func PushHeaders(cfg *config.Config) (map[string]string, error) {
 	t := cfg.Service.Telemetry
 	headers := withUserAgent(t.Headers)
 	if t.Auth != "basic" {
@@ -126,7 +126,7 @@ func telemetryHeaders(cfg *config.Config) (map[string]string, error) {
 	if a.User == "" || token == "" {
 		return nil, fmt.Errorf("service.telemetry.auth is basic but no user or token was found; set service.telemetry.basic_auth_user and basic_auth_token_file, or auth: none")
 	}
-	headers["Authorization"] = "Basic " + basicCredentials(a.User, token)
+	headers["Authorization"] = "Basic " + BasicCredentials(a.User, token)
 	return headers, nil
 }
 
@@ -146,14 +146,14 @@ func withUserAgent(headers map[string]string) map[string]string {
 	return out
 }
 
-// basicCredentials is the base64 of user:token, as an Authorization: Basic
-// header carries it.
-func basicCredentials(user, token string) string {
+// BasicCredentials is the base64 of user:token, as an Authorization: Basic
+// header carries it (the redaction of secrets in logs masks it too).
+func BasicCredentials(user, token string) string {
 	return base64.StdEncoding.EncodeToString([]byte(user + ":" + token))
 }
 
-// shownURL is u without a password.
-func shownURL(u string) string {
+// ShownURL is u without a password.
+func ShownURL(u string) string {
 	if p, err := url.Parse(u); err == nil {
 		return p.Redacted()
 	}

@@ -1,4 +1,4 @@
-package app
+package telemetry
 
 import (
 	"context"
@@ -32,17 +32,17 @@ import (
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
 
-// Telemetry turns the core's events into metrics (served as Prometheus text
+// Recorder turns the core's events into metrics (served as Prometheus text
 // on /metrics), trace spans (exported over OTLP/HTTP when configured) and
 // log lines. It implements domain.Observer.
-type Telemetry struct {
+type Recorder struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 	meter    metric.Meter
 	tracer   trace.Tracer
 
 	shardMu      sync.Mutex
-	shards       []*ShardTelemetry // in the order registered
+	shards       []*Shard // in the order registered
 	transitions  metric.Int64Counter
 	acquisitions metric.Int64Counter
 	resignations metric.Int64Counter
@@ -71,8 +71,8 @@ type Telemetry struct {
 // egressGauges exports each governed shard's daily budget from the start
 // (0 before anything was shipped), on every replica: the day's use as this
 // replica last knew it, paused only where it leads.
-func (t *Telemetry) egressGauges(m metric.Meter) error {
-	governed := func(o metric.Int64Observer, v func(*ShardTelemetry, domain.EgressStatus) int64) {
+func (t *Recorder) egressGauges(m metric.Meter) error {
+	governed := func(o metric.Int64Observer, v func(*Shard, domain.EgressStatus) int64) {
 		for _, s := range t.allShards() {
 			if g := s.egress.Load(); g != nil {
 				o.Observe(v(s, g.Status()), s.attrs())
@@ -82,14 +82,14 @@ func (t *Telemetry) egressGauges(m metric.Meter) error {
 	var errs []error
 	for _, g := range []struct {
 		name, unit, desc string
-		v                func(*ShardTelemetry, domain.EgressStatus) int64
+		v                func(*Shard, domain.EgressStatus) int64
 	}{
 		{"sf2loki_egress_budget_used_bytes", "By", "Line bytes (before compression) shipped this UTC day against sink.loki.egress.daily_byte_budget, per shard.",
-			func(_ *ShardTelemetry, st domain.EgressStatus) int64 { return st.Used }},
+			func(_ *Shard, st domain.EgressStatus) int64 { return st.Used }},
 		{"sf2loki_egress_budget_bytes", "By", "The daily byte budget each shard's leader holds (0: none).",
-			func(_ *ShardTelemetry, st domain.EgressStatus) int64 { return st.Budget }},
+			func(_ *Shard, st domain.EgressStatus) int64 { return st.Budget }},
 		{"sf2loki_egress_paused", "", "1 while the shard's leader holds its pushes until 00:00 UTC because the day's budget is spent (budget_action: pause).",
-			func(s *ShardTelemetry, st domain.EgressStatus) int64 {
+			func(s *Shard, st domain.EgressStatus) int64 {
 				if st.Paused && s.leading() {
 					return 1
 				}
@@ -109,10 +109,10 @@ type orgProbe struct {
 	probe func() string
 }
 
-// ShardTelemetry is one shard's leadership gauges: sf2loki_leader,
+// Shard is one shard's leadership gauges: sf2loki_leader,
 // sf2loki_lease_epoch and sf2loki_coordination_blocked carry its org as the
 // shard label (none in the single-org form).
-type ShardTelemetry struct {
+type Shard struct {
 	name    string
 	leader  atomic.Int64
 	epoch   atomic.Int64
@@ -122,14 +122,14 @@ type ShardTelemetry struct {
 }
 
 // SetEgress registers the shard's egress governor for its gauges.
-func (s *ShardTelemetry) SetEgress(g *domain.Egress) { s.egress.Store(g) }
+func (s *Shard) SetEgress(g *domain.Egress) { s.egress.Store(g) }
 
 // Shard registers a shard's gauges: fenceOK makes its leader gauges read 0
 // whenever it reports false (the gauge follows the self-fencing deadline at
 // the moment it is read, not the later moment the leader's work stopped);
 // blocked says why it does not contend ("" when it does).
-func (t *Telemetry) Shard(name string, fenceOK func() bool, blocked func() string) *ShardTelemetry {
-	st := &ShardTelemetry{name: name}
+func (t *Recorder) Shard(name string, fenceOK func() bool, blocked func() string) *Shard {
+	st := &Shard{name: name}
 	st.fenceOK.Store(&fenceOK)
 	st.blocked.Store(&blocked)
 	t.zeroShard(name)
@@ -155,7 +155,7 @@ var (
 )
 
 // zeroShard exports the shard's lease and checkpoint counters at 0.
-func (t *Telemetry) zeroShard(shard string) {
+func (t *Recorder) zeroShard(shard string) {
 	ctx := context.Background()
 	for _, k := range transitionKinds {
 		add(ctx, t.transitions, 0, shard, attribute.String("transition", string(k)))
@@ -173,8 +173,8 @@ func (t *Telemetry) zeroShard(shard string) {
 	add(ctx, t.pushesFenced, 0, shard)
 }
 
-// zeroSalesforce exports an org's Salesforce counters at 0.
-func (t *Telemetry) zeroSalesforce(org string) {
+// ZeroSalesforce exports an org's Salesforce counters at 0.
+func (t *Recorder) ZeroSalesforce(org string) {
 	ctx := context.Background()
 	for _, c := range throttledCalls {
 		add(ctx, t.sfThrottled, 0, org, attribute.String("api", c))
@@ -196,14 +196,14 @@ func add(ctx context.Context, c metric.Int64Counter, n int64, shard string, kv .
 	}
 }
 
-func (t *Telemetry) allShards() []*ShardTelemetry {
+func (t *Recorder) allShards() []*Shard {
 	t.shardMu.Lock()
 	defer t.shardMu.Unlock()
 	return slices.Clone(t.shards)
 }
 
 // attrs is the shard label, none in the single-org form.
-func (s *ShardTelemetry) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
+func (s *Shard) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
 	if s.name != "" {
 		kv = append(kv, attribute.String("shard", s.name))
 	}
@@ -211,7 +211,7 @@ func (s *ShardTelemetry) attrs(kv ...attribute.KeyValue) metric.MeasurementOptio
 }
 
 // leading reports whether the gauges show a leader.
-func (s *ShardTelemetry) leading() bool {
+func (s *Shard) leading() bool {
 	if s.leader.Load() != 1 {
 		return false
 	}
@@ -220,7 +220,7 @@ func (s *ShardTelemetry) leading() bool {
 }
 
 // SetLeader records the role for the sf2loki_leader gauge.
-func (s *ShardTelemetry) SetLeader(leading bool, epoch uint64) {
+func (s *Shard) SetLeader(leading bool, epoch uint64) {
 	if leading {
 		s.leader.Store(1)
 		s.epoch.Store(int64(epoch))
@@ -230,8 +230,8 @@ func (s *ShardTelemetry) SetLeader(leading bool, epoch uint64) {
 	s.epoch.Store(0)
 }
 
-// TelemetryOptions lets tests capture spans.
-type TelemetryOptions struct {
+// Options lets tests capture spans.
+type Options struct {
 	// SpanExporter, if set, receives spans (tests use an in-memory one).
 	SpanExporter sdktrace.SpanExporter
 	// NoPush leaves the service.telemetry push out: a command that must
@@ -239,9 +239,9 @@ type TelemetryOptions struct {
 	NoPush bool
 }
 
-// NewTelemetry builds the meter and tracer providers. The returned cleanup
+// New builds the meter and tracer providers. The returned cleanup
 // flushes and stops them.
-func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opts TelemetryOptions) (*Telemetry, func(), error) {
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (*Recorder, func(), error) {
 	reg := prometheus.NewRegistry()
 	exp, err := promexporter.New(promexporter.WithRegisterer(reg), promexporter.WithoutScopeInfo(), promexporter.WithoutTargetInfo())
 	if err != nil {
@@ -280,7 +280,7 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		tpOpts = append(tpOpts, sdktrace.WithBatcher(otlp))
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
-	t := &Telemetry{log: log, registry: reg, tracer: tp.Tracer("sf2loki"), counterTotal: map[string]int64{}}
+	t := &Recorder{log: log, registry: reg, tracer: tp.Tracer("sf2loki"), counterTotal: map[string]int64{}}
 	t.flow.start = time.Now()
 	meter := mp.Meter("sf2loki")
 	t.meter = meter
@@ -294,7 +294,7 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 		_ = tp.Shutdown(sctx)
 		// A bound of its own: the meter provider's shutdown pushes the last
 		// interval of service.telemetry, however long the traces took.
-		mctx, mcancel := context.WithTimeout(context.Background(), pushFlushTimeout)
+		mctx, mcancel := context.WithTimeout(context.Background(), PushFlushTimeout)
 		defer mcancel()
 		_ = mp.Shutdown(mctx)
 	}
@@ -312,9 +312,9 @@ func tracesURL(endpoint string) string {
 	return u.String()
 }
 
-func (t *Telemetry) instruments(m metric.Meter) error {
+func (t *Recorder) instruments(m metric.Meter) error {
 	var errs []error
-	gauge := func(name, desc string, v func(*ShardTelemetry) int64) {
+	gauge := func(name, desc string, v func(*Shard) int64) {
 		_, err := m.Int64ObservableGauge(name, metric.WithDescription(desc),
 			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 				for _, s := range t.allShards() {
@@ -329,8 +329,8 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 		errs = append(errs, err)
 	}
 	gauge("sf2loki_leader", "1 while this replica leads the shard (org) with a valid fence, 0 otherwise: the sum over replicas is 1 per shard in steady state. Labelled shard=<org> when orgs are configured.",
-		func(s *ShardTelemetry) int64 { return s.leader.Load() })
-	gauge("sf2loki_lease_epoch", "The epoch of the current leadership (0 on a standby), per shard.", func(s *ShardTelemetry) int64 { return s.epoch.Load() })
+		func(s *Shard) int64 { return s.leader.Load() })
+	gauge("sf2loki_lease_epoch", "The epoch of the current leadership (0 on a standby), per shard.", func(s *Shard) int64 { return s.epoch.Load() })
 	_, err := m.Int64ObservableGauge("sf2loki_shards_led", metric.WithDescription("How many shards (orgs) this replica leads with a valid fence."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(int64(t.ShardsLed()))
@@ -368,31 +368,31 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 
 // SalesforceThrottled counts a REQUEST_LIMIT_EXCEEDED answer to org ("":
 // the single-org form).
-func (t *Telemetry) SalesforceThrottled(org, api string) {
+func (t *Recorder) SalesforceThrottled(org, api string) {
 	add(context.Background(), t.sfThrottled, 1, org, attribute.String("api", api))
 }
 
 // SalesforceAuthRefreshed counts a token minted for org, by reason.
-func (t *Telemetry) SalesforceAuthRefreshed(org, reason string) {
+func (t *Recorder) SalesforceAuthRefreshed(org, reason string) {
 	add(context.Background(), t.sfRefreshes, 1, org, attribute.String("reason", reason))
 }
 
 // SalesforceAuthFailed counts a failed mint for org, by reason.
-func (t *Telemetry) SalesforceAuthFailed(org, reason string) {
+func (t *Recorder) SalesforceAuthFailed(org, reason string) {
 	add(context.Background(), t.sfMintFails, 1, org, attribute.String("reason", reason))
 }
 
 // AddSalesforceAuthProbe adds how an org's token source says why its
 // credentials are refused ("" when they are not); org is "" in the
 // single-org form.
-func (t *Telemetry) AddSalesforceAuthProbe(org string, probe func() string) {
+func (t *Recorder) AddSalesforceAuthProbe(org string, probe func() string) {
 	t.sfAuthMu.Lock()
 	defer t.sfAuthMu.Unlock()
 	t.sfAuth = append(t.sfAuth, orgProbe{org: org, probe: probe})
 }
 
 // SalesforceAuthFailingFor returns why org's credentials are refused, or "".
-func (t *Telemetry) SalesforceAuthFailingFor(org string) string {
+func (t *Recorder) SalesforceAuthFailingFor(org string) string {
 	t.sfAuthMu.Lock()
 	probes := slices.Clone(t.sfAuth)
 	t.sfAuthMu.Unlock()
@@ -408,7 +408,7 @@ func (t *Telemetry) SalesforceAuthFailingFor(org string) string {
 
 // SalesforceAuthFailing returns why an org's credentials are refused (the
 // first such org, named), or "".
-func (t *Telemetry) SalesforceAuthFailing() string {
+func (t *Recorder) SalesforceAuthFailing() string {
 	t.sfAuthMu.Lock()
 	probes := slices.Clone(t.sfAuth)
 	t.sfAuthMu.Unlock()
@@ -425,29 +425,29 @@ func (t *Telemetry) SalesforceAuthFailing() string {
 
 // PubSubEvent counts a Pub/Sub event or stream of org ("": the single-org
 // form) by what happened to it.
-func (t *Telemetry) PubSubEvent(org, topic, what string) {
+func (t *Recorder) PubSubEvent(org, topic, what string) {
 	add(context.Background(), t.pubsub, 1, org, attribute.String("topic", topic), attribute.String("what", what))
 }
 
 // PubSubReconnect counts a reopened Pub/Sub subscription of org.
-func (t *Telemetry) PubSubReconnect(org, topic, reason string) {
+func (t *Recorder) PubSubReconnect(org, topic, reason string) {
 	add(context.Background(), t.reconnects, 1, org, attribute.String("topic", topic), attribute.String("reason", reason))
 }
 
 // Resigned counts a leader of shard that gave leadership up because it
 // could not make progress (reason stalled or corrupt).
-func (t *Telemetry) Resigned(shard, reason string) {
+func (t *Recorder) Resigned(shard, reason string) {
 	add(context.Background(), t.resignations, 1, shard, attribute.String("reason", reason))
 }
 
 // CheckpointUnreadable counts a stored checkpoint a source could not read.
-func (t *Telemetry) CheckpointUnreadable(source string) {
+func (t *Recorder) CheckpointUnreadable(source string) {
 	t.unreadable.Add(context.Background(), 1, metric.WithAttributes(attribute.String("source", source)))
 }
 
 // RegisterSink exports the Loki sink's counters and returns the hook that
 // records push durations.
-func (t *Telemetry) RegisterSink(stats *loki.Stats) func(time.Duration) {
+func (t *Recorder) RegisterSink(stats *loki.Stats) func(time.Duration) {
 	t.sinkStats.Store(stats)
 	for _, c := range []struct {
 		name, desc string
@@ -491,8 +491,12 @@ func (t *Telemetry) RegisterSink(stats *loki.Stats) func(time.Duration) {
 	return func(d time.Duration) { h.Record(context.Background(), d.Seconds()) }
 }
 
+// SinkStats returns the counters of the sink RegisterSink exported (nil
+// before it).
+func (t *Recorder) SinkStats() *loki.Stats { return t.sinkStats.Load() }
+
 // ShardsLed is how many shards this replica leads.
-func (t *Telemetry) ShardsLed() int {
+func (t *Recorder) ShardsLed() int {
 	n := 0
 	for _, s := range t.allShards() {
 		if s.leading() {
@@ -505,7 +509,7 @@ func (t *Telemetry) ShardsLed() int {
 // ForgetSinkFailure starts the count of failing pushes afresh: a replica
 // that begins to lead after leading nothing has pushed nothing yet, and a
 // failure from an earlier term says nothing about Loki now.
-func (t *Telemetry) ForgetSinkFailure() {
+func (t *Recorder) ForgetSinkFailure() {
 	if s := t.sinkStats.Load(); s != nil {
 		s.FailingSince.Store(0)
 	}
@@ -513,7 +517,7 @@ func (t *Telemetry) ForgetSinkFailure() {
 
 // SinkFailingFor returns how long every push to Loki has failed, 0 while
 // they are accepted.
-func (t *Telemetry) SinkFailingFor() time.Duration {
+func (t *Recorder) SinkFailingFor() time.Duration {
 	if s := t.sinkStats.Load(); s != nil {
 		if ns := s.FailingSince.Load(); ns > 0 {
 			return time.Since(time.Unix(0, ns))
@@ -523,7 +527,7 @@ func (t *Telemetry) SinkFailingFor() time.Duration {
 }
 
 // SinkRejecting returns why the sink refuses every entry, or "".
-func (t *Telemetry) SinkRejecting() string {
+func (t *Recorder) SinkRejecting() string {
 	if s := t.sinkStats.Load(); s != nil {
 		return s.Rejecting()
 	}
@@ -532,11 +536,11 @@ func (t *Telemetry) SinkRejecting() string {
 
 // MarkStalled records that the pipeline's liveness guard fired. The mark
 // clears by itself once a push succeeds after it.
-func (t *Telemetry) MarkStalled() { t.stalledAt.Store(time.Now().UnixNano()) }
+func (t *Recorder) MarkStalled() { t.stalledAt.Store(time.Now().UnixNano()) }
 
 // Stalled reports whether the pipeline stalled and no push has succeeded
 // since.
-func (t *Telemetry) Stalled() bool {
+func (t *Recorder) Stalled() bool {
 	at := t.stalledAt.Load()
 	if at == 0 {
 		return false
@@ -554,7 +558,7 @@ var blockedReasons = []string{domain.BlockedCheckpointCorrupt, domain.BlockedChe
 	domain.BlockedLeaseUnreadable, domain.BlockedResigned}
 
 // registerHealthGauges exports the states /readyz reports.
-func (t *Telemetry) registerHealthGauges() {
+func (t *Recorder) registerHealthGauges() {
 	bit := func(b bool) int64 {
 		if b {
 			return 1
@@ -602,12 +606,12 @@ func (t *Telemetry) registerHealthGauges() {
 }
 
 // MetricsHandler serves the Prometheus text exposition.
-func (t *Telemetry) MetricsHandler() http.Handler {
+func (t *Recorder) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
 }
 
 // Counters returns event counts for /statusz.
-func (t *Telemetry) Counters() map[string]int64 {
+func (t *Recorder) Counters() map[string]int64 {
 	t.counterMu.Lock()
 	defer t.counterMu.Unlock()
 	out := make(map[string]int64, len(t.counterTotal))
@@ -623,12 +627,12 @@ var leaseSpans = map[domain.EventKind]bool{
 }
 
 // Observe implements domain.Observer (the single-org form: no shard label).
-func (t *Telemetry) Observe(e domain.Event) { t.observe(e, "", t.log) }
+func (t *Recorder) Observe(e domain.Event) { t.observe(e, "", t.log) }
 
 // ForShard returns the Observer of an org's lease keeper and committer: the
 // same metrics, labelled shard=<org>, spans, and log lines that name the
 // org ("" is t).
-func (t *Telemetry) ForShard(org string) domain.Observer {
+func (t *Recorder) ForShard(org string) domain.Observer {
 	if org == "" {
 		return t
 	}
@@ -636,7 +640,7 @@ func (t *Telemetry) ForShard(org string) domain.Observer {
 	return domain.ObserverFunc(func(e domain.Event) { t.observe(e, org, log) })
 }
 
-func (t *Telemetry) observe(e domain.Event, shard string, log *slog.Logger) {
+func (t *Recorder) observe(e domain.Event, shard string, log *slog.Logger) {
 	ctx := context.Background()
 	t.counterMu.Lock()
 	t.counterTotal[string(e.Kind)]++
@@ -684,7 +688,7 @@ func (t *Telemetry) observe(e domain.Event, shard string, log *slog.Logger) {
 	logEvent(log, e)
 }
 
-func (t *Telemetry) commit(ctx context.Context, shard, outcome string, e domain.Event) {
+func (t *Recorder) commit(ctx context.Context, shard, outcome string, e domain.Event) {
 	add(ctx, t.commits, 1, shard, attribute.String("outcome", outcome))
 	t.commitTime.Record(ctx, e.Duration.Seconds())
 }
@@ -749,10 +753,12 @@ func logEvent(log *slog.Logger, e domain.Event) {
 type instrumented struct {
 	ports.ObjectCAS
 	backend string
-	t       *Telemetry
+	t       *Recorder
 }
 
-func (t *Telemetry) instrument(backend string, s ports.ObjectCAS) ports.ObjectCAS {
+// Instrument wraps a lease or checkpoint store so that every request to it
+// counts in sf2loki_objectstore_requests (every label value from 0).
+func (t *Recorder) Instrument(backend string, s ports.ObjectCAS) ports.ObjectCAS {
 	for _, op := range storeOps {
 		for _, o := range storeOutcomes {
 			t.requests.Add(context.Background(), 0, metric.WithAttributes(attribute.String("backend", backend),

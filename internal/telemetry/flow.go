@@ -1,8 +1,9 @@
-package app
+package telemetry
 
 import (
 	"context"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -12,8 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
-	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
@@ -33,7 +33,7 @@ type flowMetrics struct {
 
 	mu             sync.Mutex
 	lanes          []shardLanes
-	ages           []*checkpointAges
+	ages           []*CheckpointAges
 	ingestCounters []*ingestCounter
 }
 
@@ -61,7 +61,7 @@ func flowAttrs(shard string, kv ...attribute.KeyValue) attribute.Set {
 	return attribute.NewSet(kv...)
 }
 
-func (t *Telemetry) flowInstruments(m metric.Meter) error {
+func (t *Recorder) flowInstruments(m metric.Meter) error {
 	f := &t.flow
 	var err error
 	if _, err = m.Int64ObservableCounter("sf2loki_entries_ingested",
@@ -112,22 +112,29 @@ func (t *Telemetry) flowInstruments(m metric.Meter) error {
 		})); err != nil {
 		return err
 	}
-	b := CurrentBuild()
+	version, commit, goVersion := buildinfo.Version(), buildinfo.Commit(), runtime.Version()
 	_, err = m.Int64ObservableGauge("sf2loki_build_info", metric.WithDescription("1, labelled with the binary's version, commit and Go version."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(1, metric.WithAttributes(attribute.String("version", b.Version), attribute.String("commit", b.Commit),
-				attribute.String("goversion", b.GoVersion)))
+			o.Observe(1, metric.WithAttributes(attribute.String("version", version), attribute.String("commit", commit),
+				attribute.String("goversion", goVersion)))
 			return nil
 		}))
 	return err
 }
 
-// addLanes exports a shard's lanes (held nil: a shard without a pipeline,
+// AddLanes exports a shard's lanes (held nil: a shard without a pipeline,
 // 0) from the start.
-func (t *Telemetry) addLanes(shard string, held func(ports.Lane) (int64, int64)) {
+func (t *Recorder) AddLanes(shard string, held func(ports.Lane) (int64, int64)) {
 	t.flow.mu.Lock()
 	defer t.flow.mu.Unlock()
 	t.flow.lanes = append(t.flow.lanes, shardLanes{shard: shard, held: held})
+}
+
+// IngestCounter exports the entries of shard's sources, seed's event
+// types (by source) at 0 from the start, and returns what counts one
+// produced entry of a source.
+func (t *Recorder) IngestCounter(shard string, seed map[string][]string) func(source string) func(ports.Entry) {
+	return t.newIngestCounter(shard, seed).produced
 }
 
 // ingestCounter counts the entries of one shard's sources by source and
@@ -148,7 +155,7 @@ type ingestCount struct {
 
 // newIngestCounter returns the shard's counter, its configured sources'
 // event types exported (at 0) from the start.
-func (t *Telemetry) newIngestCounter(shard string, seed map[string][]string) *ingestCounter {
+func (t *Recorder) newIngestCounter(shard string, seed map[string][]string) *ingestCounter {
 	c := &ingestCounter{shard: shard, counts: map[[2]string]*ingestCount{}}
 	for _, source := range slices.Sorted(maps.Keys(seed)) {
 		for _, et := range seed[source] {
@@ -200,35 +207,6 @@ func (c *ingestCounter) produced(source string) func(ports.Entry) {
 	}
 }
 
-// ingestSeed are the event types cfg's sources are configured with (globs
-// aside), by source.
-func ingestSeed(cfg *config.Config) map[string][]string {
-	out := map[string][]string{}
-	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
-		out["synthetic"] = syn.EventTypes
-		if len(syn.EventTypes) == 0 {
-			out["synthetic"] = []string{"LoginEvent", "ApiEvent"}
-		}
-	}
-	for _, et := range cfg.Sources.EventLogFile.EventTypes {
-		if !strings.ContainsAny(et, "*?[") {
-			out["eventlogfile"] = append(out["eventlogfile"], et)
-		}
-	}
-	for _, o := range cfg.Sources.EventlogObjects.Objects {
-		out["eventlog_objects"] = append(out["eventlog_objects"], o.Name)
-	}
-	for _, topic := range cfg.Sources.PubSub.Topics {
-		if !strings.ContainsAny(topic, "*?[") {
-			out["pubsub"] = append(out["pubsub"], topic[strings.LastIndexByte(topic, '/')+1:])
-		}
-	}
-	if cfg.Sources.ApexLog.Enabled {
-		out["apexlog"] = []string{salesforce.ApexLogType}
-	}
-	return out
-}
-
 // lagSink records, for each entry the sink accepted, the time since its
 // event time in sf2loki_ingest_lag_seconds.
 type lagSink struct {
@@ -240,7 +218,9 @@ type lagSink struct {
 	opts  map[string][]metric.RecordOption
 }
 
-func (t *Telemetry) lagSink(shard string, sink ports.Sink, clk ports.Clock) ports.Sink {
+// LagSink is sink recording, for each entry it accepted, the time since
+// the entry's event time (sf2loki_ingest_lag_seconds, shard-labelled).
+func (t *Recorder) LagSink(shard string, sink ports.Sink, clk ports.Clock) ports.Sink {
 	return &lagSink{Sink: sink, lag: t.flow.lag, clk: clk, shard: shard, opts: map[string][]metric.RecordOption{}}
 }
 
@@ -280,9 +260,9 @@ func (s *lagSink) Push(ctx context.Context, batch []ports.Entry) error {
 	return nil
 }
 
-// checkpointAges is when each source's checkpoint keys last moved in a
+// CheckpointAges is when each source's checkpoint keys last moved in a
 // successful commit, for one shard.
-type checkpointAges struct {
+type CheckpointAges struct {
 	shard  string
 	clk    ports.Clock
 	mu     sync.Mutex
@@ -290,10 +270,10 @@ type checkpointAges struct {
 	values map[string]string    // the last committed value per key
 }
 
-// addCheckpointAges exports the age of the checkpoints of a shard's
+// AddCheckpointAges exports the age of the checkpoints of a shard's
 // sources, from now until their first commit.
-func (t *Telemetry) addCheckpointAges(shard string, sources []string, clk ports.Clock) *checkpointAges {
-	a := &checkpointAges{shard: shard, clk: clk, moved: map[string]time.Time{}, values: map[string]string{}}
+func (t *Recorder) AddCheckpointAges(shard string, sources []string, clk ports.Clock) *CheckpointAges {
+	a := &CheckpointAges{shard: shard, clk: clk, moved: map[string]time.Time{}, values: map[string]string{}}
 	now := clk.Now()
 	for _, s := range sources {
 		a.moved[s] = now
@@ -305,7 +285,7 @@ func (t *Telemetry) addCheckpointAges(shard string, sources []string, clk ports.
 }
 
 // committed records the keys of a successful commit that moved.
-func (a *checkpointAges) committed(kv map[string]string) {
+func (a *CheckpointAges) committed(kv map[string]string) {
 	now := a.clk.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -322,7 +302,12 @@ func (a *checkpointAges) committed(kv map[string]string) {
 	}
 }
 
-func (a *checkpointAges) observe(o metric.Float64Observer) {
+// Writer is w telling a of every checkpoint it committed.
+func (a *CheckpointAges) Writer(w domain.CheckpointWriter) domain.CheckpointWriter {
+	return agedCommits{w: w, ages: a}
+}
+
+func (a *CheckpointAges) observe(o metric.Float64Observer) {
 	now := a.clk.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -334,7 +319,7 @@ func (a *checkpointAges) observe(o metric.Float64Observer) {
 // agedCommits is a CheckpointWriter that tells ages of what it committed.
 type agedCommits struct {
 	w    domain.CheckpointWriter
-	ages *checkpointAges
+	ages *CheckpointAges
 }
 
 func (c agedCommits) CommitMany(ctx context.Context, kv map[string]string) error {

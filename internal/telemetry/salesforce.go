@@ -1,4 +1,4 @@
-package app
+package telemetry
 
 import (
 	"context"
@@ -25,7 +25,7 @@ type sfMetrics struct {
 
 // salesforceInstruments registers the org-limit gauges (each shard's, while
 // this replica leads it: the leader reads them) and the ApexLog counters.
-func (t *Telemetry) salesforceInstruments(m metric.Meter) error {
+func (t *Recorder) salesforceInstruments(m metric.Meter) error {
 	var errs []error
 	for _, g := range []struct {
 		name, desc string
@@ -42,7 +42,7 @@ func (t *Telemetry) salesforceInstruments(m metric.Meter) error {
 					if !s.leading() {
 						continue
 					}
-					limits := t.salesforceLimits(s.name)
+					limits := t.SalesforceLimits(s.name)
 					for _, name := range slices.Sorted(maps.Keys(limits)) {
 						o.Observe(g.v(limits[name]), s.attrs(attribute.String("limit", name)))
 					}
@@ -65,7 +65,7 @@ func (t *Telemetry) salesforceInstruments(m metric.Meter) error {
 
 // SetSalesforceLimits records the limits a shard's leader read (nil: none,
 // as on a standby).
-func (t *Telemetry) SetSalesforceLimits(shard string, limits map[string]salesforce.Limit) {
+func (t *Recorder) SetSalesforceLimits(shard string, limits map[string]salesforce.Limit) {
 	t.sf.mu.Lock()
 	defer t.sf.mu.Unlock()
 	if t.sf.limits == nil {
@@ -78,19 +78,20 @@ func (t *Telemetry) SetSalesforceLimits(shard string, limits map[string]salesfor
 	t.sf.limits[shard] = maps.Clone(limits)
 }
 
-func (t *Telemetry) salesforceLimits(shard string) map[string]salesforce.Limit {
+// SalesforceLimits returns the limits shard's leader read last (nil: none).
+func (t *Recorder) SalesforceLimits(shard string) map[string]salesforce.Limit {
 	t.sf.mu.Lock()
 	defer t.sf.mu.Unlock()
 	return t.sf.limits[shard]
 }
 
 // SalesforceLimitsFailed counts a failed read of the org's limits.
-func (t *Telemetry) SalesforceLimitsFailed() { t.sf.limitErrors.Add(context.Background(), 1) }
+func (t *Recorder) SalesforceLimitsFailed() { t.sf.limitErrors.Add(context.Background(), 1) }
 
 // ApexLogBodySkipped counts a debug log shipped without its body.
-func (t *Telemetry) ApexLogBodySkipped(reason string) {
+func (t *Recorder) ApexLogBodySkipped(reason string) {
 	t.sf.apexSkipped.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
 }
 
 // ApexLogDownloadFailed counts a failed body download.
-func (t *Telemetry) ApexLogDownloadFailed() { t.sf.apexDownload.Add(context.Background(), 1) }
+func (t *Recorder) ApexLogDownloadFailed() { t.sf.apexDownload.Add(context.Background(), 1) }
