@@ -21,21 +21,6 @@ func capture() (*slog.Logger, *testenv.Buffer) {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
-// lines returns the lines of out that contain every one of want.
-func lines(out string, want ...string) []string {
-	var got []string
-	for l := range strings.SplitSeq(out, "\n") {
-		ok := l != ""
-		for _, w := range want {
-			ok = ok && strings.Contains(l, w)
-		}
-		if ok {
-			got = append(got, l)
-		}
-	}
-	return got
-}
-
 func TestStandbyLogsWhoHoldsTheLeaseAtStartAndOnChange(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 	clk := porttest.NewFakeClock(time.Now())
@@ -52,8 +37,8 @@ func TestStandbyLogsWhoHoldsTheLeaseAtStartAndOnChange(t *testing.T) {
 		k.Step(t.Context())
 		clk.Advance(time.Second)
 	}
-	held := lines(out.String(), "level=INFO", `msg="standby: the lease is held by replica-a (epoch 4)"`, "lease_holder=replica-a", "holder=test-holder")
-	if len(held) != 1 || len(lines(out.String(), "held by")) != 1 {
+	held := testenv.LogLines(out.String(), "level=INFO", `msg="standby: the lease is held by replica-a (epoch 4)"`, "lease_holder=replica-a", "holder=test-holder")
+	if len(held) != 1 || len(testenv.LogLines(out.String(), "held by")) != 1 {
 		t.Fatalf("want one line naming the holder after three polls:\n%s", out)
 	}
 	lease.Store(domain.LeaseRecord{Holder: "replica-c", Instance: "c1", Epoch: 5}.Encode())
@@ -61,8 +46,8 @@ func TestStandbyLogsWhoHoldsTheLeaseAtStartAndOnChange(t *testing.T) {
 		k.Step(t.Context())
 		clk.Advance(time.Second)
 	}
-	changed := lines(out.String(), "level=INFO", `msg="standby: the lease is held by replica-c (epoch 5)"`, `reason="was held by replica-a (epoch 4)"`)
-	if len(changed) != 1 || len(lines(out.String(), "held by replica-")) != 2 {
+	changed := testenv.LogLines(out.String(), "level=INFO", `msg="standby: the lease is held by replica-c (epoch 5)"`, `reason="was held by replica-a (epoch 4)"`)
+	if len(changed) != 1 || len(testenv.LogLines(out.String(), "held by replica-")) != 2 {
 		t.Fatalf("want one more line when the holder changes:\n%s", out)
 	}
 }
@@ -85,11 +70,11 @@ func TestOneLinePerLeaseTransition(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.String()
-	if acq := lines(got, "acquired"); len(acq) != 1 || !strings.Contains(acq[0], `level=INFO msg="leading: acquired the lease (epoch 1)"`) ||
+	if acq := testenv.LogLines(got, "acquired"); len(acq) != 1 || !strings.Contains(acq[0], `level=INFO msg="leading: acquired the lease (epoch 1)"`) ||
 		!strings.Contains(acq[0], "holder=test-holder") {
 		t.Fatalf("want exactly one INFO line for the acquisition:\n%s", got)
 	}
-	if n := len(lines(got, "msg=leading ")); n != 0 {
+	if n := len(testenv.LogLines(got, "msg=leading ")); n != 0 {
 		t.Fatalf("a second line says the replica leads:\n%s", got)
 	}
 	// The graceful stop: the signal, the release, the exit, at INFO; no
@@ -99,14 +84,14 @@ func TestOneLinePerLeaseTransition(t *testing.T) {
 		`level=INFO msg="released the lease (epoch 1): a standby can take over at once"`,
 		`level=INFO msg="stopped after draining for `,
 	} {
-		if len(lines(got, want)) != 1 {
+		if len(testenv.LogLines(got, want)) != 1 {
 			t.Errorf("want one line %s", want)
 		}
 	}
-	if warn := lines(got, "level=WARN"); len(warn) != 0 {
+	if warn := testenv.LogLines(got, "level=WARN"); len(warn) != 0 {
 		t.Errorf("a graceful stop logged WARN: %q", warn)
 	}
-	if stopped := lines(got, "stopped after draining"); len(stopped) != 1 || !strings.Contains(stopped[0], "exit_code=0") {
+	if stopped := testenv.LogLines(got, "stopped after draining"); len(stopped) != 1 || !strings.Contains(stopped[0], "exit_code=0") {
 		t.Errorf("the exit line lacks the exit code: %q", stopped)
 	}
 	if t.Failed() {
@@ -123,7 +108,7 @@ func TestTransitionLinesNameTheOrg(t *testing.T) {
 	defer cleanup()
 	tel.ForShard("alpha").Observe(domain.Event{Kind: domain.EventAcquired, Holder: "r1", Epoch: 3, Reason: "lease absent"})
 	tel.ForShard("").Observe(domain.Event{Kind: domain.EventAcquired, Holder: "r1", Epoch: 4, Reason: "lease absent"})
-	got := lines(out.String(), "acquired the lease")
+	got := testenv.LogLines(out.String(), "acquired the lease")
 	if len(got) != 2 || !strings.Contains(got[0], "org=alpha") || strings.Contains(got[1], "org=") {
 		t.Fatalf("want the org on a shard's line, none in the single-org form:\n%s", out)
 	}
@@ -145,13 +130,13 @@ func TestStandbyStopSaysThereIsNothingToDrain(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	eventually(t, "the first read", func() bool { return len(lines(out.String(), "held by other")) == 1 })
+	eventually(t, "the first read", func() bool { return len(testenv.LogLines(out.String(), "held by other")) == 1 })
 	cancel(&signalled{sig: syscall.SIGINT})
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if len(lines(out.String(), `level=INFO msg="received SIGINT: a standby, nothing to drain"`)) != 1 ||
-		len(lines(out.String(), "level=INFO", "stopped after", "exit_code=0")) != 1 {
+	if len(testenv.LogLines(out.String(), `level=INFO msg="received SIGINT: a standby, nothing to drain"`)) != 1 ||
+		len(testenv.LogLines(out.String(), "level=INFO", "stopped after", "exit_code=0")) != 1 {
 		t.Fatalf("standby stop:\n%s", out)
 	}
 }

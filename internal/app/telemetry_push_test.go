@@ -26,6 +26,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
 	"github.com/sf2loki/sf2loki/internal/telemetry"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 // otlpReceiver is a strict OTLP/HTTP metrics receiver, as the OTLP
@@ -353,7 +354,7 @@ func TestMetricsPushRetriesAsTheSpecSays(t *testing.T) {
 					t.Errorf("tried again after %s, before Retry-After: 1", gap)
 				}
 			}
-			warned := lines(out.String(), "level=WARN", "the metrics push over OTLP failed", "400")
+			warned := testenv.LogLines(out.String(), "level=WARN", "the metrics push over OTLP failed", "400")
 			if tc.warn != (len(warned) == 1) || strings.Contains(out.String(), "s3cr3t") {
 				t.Errorf("WARN lines %q, want one: %v\n%s", warned, tc.warn, out)
 			}
@@ -409,13 +410,13 @@ func TestADeadOTLPEndpointHoldsNothing(t *testing.T) {
 	go func() { done <- d.Run(ctx) }()
 	eventually(t, "the leader's commits", func() bool { return storedDoc(t, state)["pos"] >= "000003" })
 	eventually(t, "a WARN of the failed push", func() bool {
-		return len(lines(out.String(), "level=WARN", "the metrics push over OTLP failed")) > 0
+		return len(testenv.LogLines(out.String(), "level=WARN", "the metrics push over OTLP failed")) > 0
 	})
 	time.Sleep(2500 * time.Millisecond) // two more intervals fail
 	if code, body := get(t, d.Handler(), "/metrics"); code != 200 || !strings.Contains(body, "sf2loki_leader 1") {
 		t.Errorf("/metrics %d:\n%s", code, body)
 	}
-	if n := len(lines(out.String(), "the metrics push over OTLP failed")); n != 1 {
+	if n := len(testenv.LogLines(out.String(), "the metrics push over OTLP failed")); n != 1 {
 		t.Errorf("%d WARN lines of failed pushes within a minute, want 1", n)
 	}
 	stop()
@@ -512,7 +513,7 @@ service: {telemetry: {enabled: true, endpoint: %s, export_interval: 1h}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	warned := lines(out.String(), "level=WARN", "sink.loki.tenant_id (Loki's tenant, taken as the user) and sink.loki.auth_token", "instance id is not the Loki user")
+	warned := testenv.LogLines(out.String(), "level=WARN", "sink.loki.tenant_id (Loki's tenant, taken as the user) and sink.loki.auth_token", "instance id is not the Loki user")
 	if len(warned) != 1 || strings.Contains(out.String(), "s3cr3t") {
 		t.Errorf("want one WARN of the fallback:\n%s", out)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 func capture() (*slog.Logger, *strings.Builder) {
@@ -16,26 +17,11 @@ func capture() (*slog.Logger, *strings.Builder) {
 	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
 }
 
-// lines returns the lines of out that contain every one of want.
-func lines(out string, want ...string) []string {
-	var got []string
-	for l := range strings.SplitSeq(out, "\n") {
-		ok := l != ""
-		for _, w := range want {
-			ok = ok && strings.Contains(l, w)
-		}
-		if ok {
-			got = append(got, l)
-		}
-	}
-	return got
-}
-
 func TestPlannedAndUnplannedLossesLogAtTheirLevels(t *testing.T) {
 	log, out := capture()
 	logEvent(log, domain.Event{Kind: domain.EventLost, Epoch: 2, Reason: "resigned: rebalancing", Graceful: true})
 	logEvent(log, domain.Event{Kind: domain.EventLost, Epoch: 3, Reason: "lease taken over by another process"})
-	if got := lines(out.String(), "lost the lease"); len(got) != 2 || !strings.Contains(got[0], "level=DEBUG") || !strings.Contains(got[1], "level=WARN") {
+	if got := testenv.LogLines(out.String(), "lost the lease"); len(got) != 2 || !strings.Contains(got[0], "level=DEBUG") || !strings.Contains(got[1], "level=WARN") {
 		t.Fatalf("want a planned loss at DEBUG (the release line says it) and a takeover at WARN:\n%s", out)
 	}
 }
