@@ -19,7 +19,7 @@ func newApexLogSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock
 	if err != nil {
 		return nil, err
 	}
-	if s.Shaper, err = sourceShaper(cfg, "apexlog", t); err != nil {
+	if s.Shaper, err = SourceShaper(cfg, "apexlog", t); err != nil {
 		return nil, err
 	}
 	if t != nil {

@@ -24,27 +24,11 @@ import (
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
 	"github.com/sf2loki/sf2loki/internal/telemetry"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 var allTypes = []string{config.CoordinateNoop, config.CoordinateFileLease, config.CoordinateK8sLease,
 	config.CoordinateS3Lease, config.CoordinateGCSLease}
-
-// testConfig returns a valid configuration for coordinate type ct with
-// short timings.
-func testConfig(ct string) *config.Config {
-	c := config.Defaults()
-	c.Coordinate.Type = ct
-	c.Coordinate.S3Lease.Bucket, c.Coordinate.GCSLease.Bucket = "b", "b"
-	c.State.Store = config.StoreS3
-	c.State.S3.Bucket = "b"
-	c.Service.HealthAddr = "127.0.0.1:0"
-	c.Service.ShutdownGrace = 2 * time.Second
-	for _, t := range []*config.LeaseTiming{&c.Coordinate.FileLease.LeaseTiming, &c.Coordinate.S3Lease.LeaseTiming, &c.Coordinate.GCSLease.LeaseTiming} {
-		t.TTL, t.RenewInterval, t.HolderID = 3*time.Second, 500*time.Millisecond, "test-holder"
-	}
-	c.Coordinate.K8sLease.LeaseDuration, c.Coordinate.K8sLease.RenewInterval, c.Coordinate.K8sLease.Identity = 3*time.Second, 500*time.Millisecond, "test-holder"
-	return c
-}
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -55,7 +39,7 @@ func TestGraphWiresTheKeepersFenceIntoTheCommitter(t *testing.T) {
 	for _, ct := range allTypes {
 		t.Run(ct, func(t *testing.T) {
 			lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
-			d, cleanup, err := Build(t.Context(), testConfig(ct), Overrides{LeaseStore: lease, StateStore: state,
+			d, cleanup, err := Build(t.Context(), testenv.Config(ct), Overrides{LeaseStore: lease, StateStore: state,
 				Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})
 			if err != nil {
 				t.Fatal(err)
@@ -169,7 +153,7 @@ func TestLifecycle(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 	work := &counter{every: 20 * time.Millisecond}
 	spans := tracetest.NewInMemoryExporter()
-	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
+	d, cleanup, err := Build(t.Context(), testenv.Config(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
 		Workload: work, Logger: quiet(), Telemetry: telemetry.Options{SpanExporter: spans}})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +227,7 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 func TestHealthEndpoints(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 	clk := porttest.NewFakeClock(time.Now())
-	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
+	d, cleanup, err := Build(t.Context(), testenv.Config(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
 		Clock: clk, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -313,23 +297,23 @@ func TestHealthEndpoints(t *testing.T) {
 func TestHolderIDDefaults(t *testing.T) {
 	host, _ := os.Hostname()
 	pidHolder := fmt.Sprintf("%s-%d", host, os.Getpid())
-	c := testConfig(config.CoordinateS3Lease)
+	c := testenv.Config(config.CoordinateS3Lease)
 	c.Coordinate.S3Lease.HolderID = ""
-	if got := leaseConfig(c).Holder; got != pidHolder {
+	if got := LeaseConfig(c).Holder; got != pidHolder {
 		t.Fatalf("blank s3_lease.holder_id: %q, want hostname-pid %q", got, pidHolder)
 	}
-	c = testConfig(config.CoordinateK8sLease)
+	c = testenv.Config(config.CoordinateK8sLease)
 	c.Coordinate.K8sLease.Identity = ""
 	t.Setenv("HOSTNAME", "sf2loki-7d9f-abcde")
-	if got := leaseConfig(c).Holder; got != "sf2loki-7d9f-abcde" {
+	if got := LeaseConfig(c).Holder; got != "sf2loki-7d9f-abcde" {
 		t.Fatalf("blank k8s_lease.identity: %q, want $HOSTNAME", got)
 	}
 	t.Setenv("HOSTNAME", "")
-	if got := leaseConfig(c).Holder; got != pidHolder {
+	if got := LeaseConfig(c).Holder; got != pidHolder {
 		t.Fatalf("blank identity without $HOSTNAME: %q, want %q", got, pidHolder)
 	}
 	c.Coordinate.K8sLease.Identity = "explicit"
-	if got := leaseConfig(c).Holder; got != "explicit" {
+	if got := LeaseConfig(c).Holder; got != "explicit" {
 		t.Fatalf("explicit identity: %q", got)
 	}
 }
@@ -348,7 +332,7 @@ func TestTracesExportOverOTLPHTTP(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer recv.Close()
-	cfg := testConfig(config.CoordinateS3Lease)
+	cfg := testenv.Config(config.CoordinateS3Lease)
 	cfg.Telemetry.OTLPEndpoint = recv.URL
 	cfg.Telemetry.Headers = map[string]string{"Authorization": "Bearer secret-token"}
 	d, cleanup, err := Build(t.Context(), cfg, Overrides{LeaseStore: porttest.NewMemoryCAS("lease"),
@@ -379,7 +363,7 @@ func TestConfigLabelsAreLokiLabels(t *testing.T) {
 func TestBridgeMaxBytesBoundsTheRealtimeLane(t *testing.T) {
 	base := "salesforce: {auth_mode: client_credentials, login_url: 'https://x.my.salesforce.com', client_id: ck, client_secret: s}\nsink: {loki: {url: http://l/push}}\n"
 	load := func(yaml string) *config.Config {
-		cfg, _, err := config.Load(writeConfig(t, base+yaml))
+		cfg, _, err := config.Load(testenv.WriteConfig(t, base+yaml))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ func Build(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(
 		return nil, nil, err
 	}
 	log, clk := provideLogger(cfg, o), provideClock(o)
-	ctx = withLibraryLogger(ctx, log)
+	ctx = WithLibraryLogger(ctx, log)
 	announceDryRun(cfg, log)
 	t, cleanup, err := telemetry.New(ctx, cfg, log, o.Telemetry)
 	if err != nil {

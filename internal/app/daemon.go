@@ -114,7 +114,7 @@ func (d *Daemon) Telemetry() *telemetry.Recorder { return d.telemetry }
 // shardDir makes the directory of an org's state file (<dir>/shards/<org>/)
 // when the configured file's directory exists: that one the operator
 // provides, the shards' the daemon makes.
-func shardDir(configured, path string) error {
+func ShardDir(configured, path string) error {
 	if path == configured {
 		return nil
 	}
@@ -133,7 +133,7 @@ func shardDir(configured, path string) error {
 func (d *Daemon) Run(ctx context.Context) (err error) {
 	if d.cfg.Coordinate.Type == config.CoordinateNoop && d.cfg.State.Store == config.StoreFile && !d.cfg.Sink.Stdout.Enabled {
 		for _, s := range d.shards {
-			if err := shardDir(d.cfg.State.File.Path, s.cfg.State.File.Path); err != nil {
+			if err := ShardDir(d.cfg.State.File.Path, s.cfg.State.File.Path); err != nil {
 				return err
 			}
 			lock, err := file.LockInstance(s.cfg.State.File.Path, 0)
@@ -173,7 +173,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if w := mem.warning(); w != "" {
 		d.log.Warn(w, "container_limit", mem.Container, "lanes_need", mem.Need)
 	}
-	if w := noSourceWarning(d); w != "" && d.WarnIdle {
+	if w := NoSourceWarning(d); w != "" && d.WarnIdle {
 		d.log.Warn(w)
 	}
 	// The work stops when watchStop has said why (it cancels rctx with
@@ -448,7 +448,7 @@ func (d *Shard) budgetPaused() string {
 
 // noSourceWarning says, when no shard of d has a source to ingest, that
 // the leader will hold its lease and ship nothing ("" otherwise).
-func noSourceWarning(d *Daemon) string {
+func NoSourceWarning(d *Daemon) string {
 	for _, s := range d.shards {
 		if _, idle := s.workload.(idle); !idle {
 			return ""

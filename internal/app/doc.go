@@ -1,8 +1,8 @@
 // Package app composes sf2loki: it builds the object graph for the configured
-// coordinator and state backend, runs the daemon lifecycle, serves health and
-// metrics, and implements the CLI commands. The metrics, spans and event
-// log lines themselves are internal/telemetry's.
+// coordinator and state backend (google/wire), runs the daemon lifecycle and
+// serves health and metrics, and holds what the commands share (loading the
+// configuration, exit codes, an org's shard).
 //
-// Imports: anything in the module (domain, ports, adapters, config) and
-// third-party libraries. Nothing imports app except cmd/sf2loki.
+// Imports: config, telemetry, the adapters, domain and ports; never cli,
+// doctor or backfill, which stand on it.
 package app

@@ -6,8 +6,6 @@ import (
 	"os"
 	"sync"
 
-	"github.com/spf13/cobra"
-
 	"github.com/sf2loki/sf2loki/internal/adapters/loki"
 	"github.com/sf2loki/sf2loki/internal/adapters/memory"
 	"github.com/sf2loki/sf2loki/internal/config"
@@ -92,15 +90,8 @@ func (w *pipelineWorkload) commits(lead Lead) domain.CheckpointWriter {
 	return lead.Committer
 }
 
-// runOverrides are run's: a dry run's entries go to the command's stdout,
-// the logs to its stderr.
-func runOverrides(cmd *cobra.Command, cfg *config.Config) Overrides {
-	return Overrides{Stdout: cmd.OutOrStdout(),
-		Logger: redactLogger(NewLogger(cmd.ErrOrStderr(), cfg.Service.LogLevel, cfg.Service.LogFormat), cfg)}
-}
-
 // dryRunOptions are the load options of run's flags.
-func dryRunOptions(dryRun bool) []config.Option {
+func DryRunOptions(dryRun bool) []config.Option {
 	if dryRun {
 		return []config.Option{config.DryRun}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 // A leader whose day's budget is spent stays ready and says why on /readyz,
@@ -19,7 +20,7 @@ func TestEgressBudgetOnHealthEndpoints(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 	now := time.Date(2026, 3, 1, 23, 59, 59, 0, time.UTC)
 	clk := porttest.NewFakeClock(now)
-	cfg := testConfig(config.CoordinateFileLease)
+	cfg := testenv.Config(config.CoordinateFileLease)
 	cfg.Sources.Synthetic.Rate = 1
 	cfg.Sink.Loki.URL = "http://127.0.0.1:1/loki/api/v1/push"
 	cfg.Sink.Loki.Egress.DailyByteBudget = 1000
@@ -75,7 +76,7 @@ func TestEgressScopeSplitsOverOrgs(t *testing.T) {
 sink: {loki: {url: http://l/push, egress: {daily_byte_budget: 3000, max_lines_per_second: 300, max_bytes_per_second: 30000, scope: %s}}}
 `
 	for scope, want := range map[string]int64{"deployment": 1000, "org": 3000} {
-		cfg, _, err := config.Load(writeConfig(t, fmt.Sprintf(yaml, scope)))
+		cfg, _, err := config.Load(testenv.WriteConfig(t, fmt.Sprintf(yaml, scope)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +109,7 @@ func TestEgressDeploymentShareNeverRoundsToUnlimited(t *testing.T) {
   - {name: c, salesforce: {auth_mode: none}}
 sink: {loki: {url: http://l/push, egress: {daily_byte_budget: 2, scope: deployment}}}
 `
-	cfg, _, err := config.Load(writeConfig(t, yaml))
+	cfg, _, err := config.Load(testenv.WriteConfig(t, yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +122,11 @@ sink: {loki: {url: http://l/push, egress: {daily_byte_budget: 2, scope: deployme
 
 // state set and import check the egress record like a source's position.
 func TestStateChecksTheEgressRecord(t *testing.T) {
-	if err := checkCheckpoint(domain.EgressKey, `{"date":"2026-03-01","bytes":10}`); err != nil {
+	if err := CheckCheckpoint(domain.EgressKey, `{"date":"2026-03-01","bytes":10}`); err != nil {
 		t.Fatalf("a valid record refused: %v", err)
 	}
 	for _, v := range []string{`garbage`, `{"date":"03/01/2026","bytes":0}`} {
-		if err := checkCheckpoint(domain.EgressKey, v); err == nil {
+		if err := CheckCheckpoint(domain.EgressKey, v); err == nil {
 			t.Errorf("state accepts %s = %s", domain.EgressKey, v)
 		}
 	}

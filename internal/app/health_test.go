@@ -11,6 +11,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 // A standby that cannot contend because the checkpoint document is corrupt
@@ -18,7 +19,7 @@ import (
 func TestBlockedStandbySaysWhy(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 	state.Store([]byte(`{"synthetic:Login": 12`))
-	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
+	d, cleanup, err := Build(t.Context(), testenv.Config(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
 		Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func (w stallingWorkload) Run(context.Context, Lead) error {
 func TestAStalledLeaderResigns(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 	work := stallingWorkload{runs: make(chan struct{}, 4)}
-	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
+	d, cleanup, err := Build(t.Context(), testenv.Config(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
 		Workload: work, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestAStalledLeaderResigns(t *testing.T) {
 func TestALeaderWithRefusedSalesforceCredentialsIsNotReady(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 	clk := porttest.NewFakeClock(time.Now())
-	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
+	d, cleanup, err := Build(t.Context(), testenv.Config(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
 		Clock: clk, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestALeaderWithRefusedSalesforceCredentialsIsNotReady(t *testing.T) {
 // before that, and with 0, it stays ready.
 func TestALeaderWhosePushesFailTooLongIsNotReady(t *testing.T) {
 	for _, limit := range []time.Duration{15 * time.Minute, 0} {
-		cfg := testConfig(config.CoordinateFileLease)
+		cfg := testenv.Config(config.CoordinateFileLease)
 		cfg.Service.UnreadyAfterSinkFailing = limit
 		lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 		d, cleanup, err := Build(t.Context(), cfg, Overrides{LeaseStore: lease, StateStore: state,
@@ -164,7 +165,7 @@ func TestALeaderWhosePushesFailTooLongIsNotReady(t *testing.T) {
 // The runtime profiles are served only when service.pprof asks for them.
 func TestPprofOnlyWhenAskedFor(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		cfg := testConfig(config.CoordinateFileLease)
+		cfg := testenv.Config(config.CoordinateFileLease)
 		cfg.Service.Pprof = on
 		d, cleanup, err := Build(t.Context(), cfg, Overrides{LeaseStore: porttest.NewMemoryCAS("lease"), StateStore: porttest.NewMemoryCAS("state"),
 			Clock: porttest.NewFakeClock(time.Now()), Logger: quiet()})

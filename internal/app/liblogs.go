@@ -14,13 +14,13 @@ type libraryLoggerKey struct{}
 // "falling back to IMDSv1") then go through log, in the configured format
 // and level and through the redaction of secrets, instead of to stderr as
 // "SDK <date> WARN ...".
-func withLibraryLogger(ctx context.Context, log *slog.Logger) context.Context {
+func WithLibraryLogger(ctx context.Context, log *slog.Logger) context.Context {
 	return context.WithValue(ctx, libraryLoggerKey{}, log)
 }
 
 // libraryLogger is the logger ctx carries, or nil (the adapters then use
 // slog.Default()).
-func libraryLogger(ctx context.Context) *slog.Logger {
+func LibraryLogger(ctx context.Context) *slog.Logger {
 	log, _ := ctx.Value(libraryLoggerKey{}).(*slog.Logger)
 	return log
 }

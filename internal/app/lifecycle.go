@@ -21,9 +21,9 @@ func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // signalled is the cause of a run's context ended by a signal.
-type signalled struct{ sig os.Signal }
+type Signalled struct{ sig os.Signal }
 
-func (s *signalled) Error() string { return "received " + signalName(s.sig) }
+func (s *Signalled) Error() string { return "received " + signalName(s.sig) }
 
 // signalName is a signal's conventional name (SIGTERM, SIGINT).
 func signalName(s os.Signal) string {
@@ -38,7 +38,7 @@ func signalName(s os.Signal) string {
 
 // onSignals returns a context that ends at the first SIGTERM or SIGINT,
 // with a *signalled cause; a second signal exits at once. stop undoes it.
-func onSignals(parent context.Context) (ctx context.Context, stop func()) {
+func OnSignals(parent context.Context) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
@@ -46,7 +46,7 @@ func onSignals(parent context.Context) (ctx context.Context, stop func()) {
 	go func() {
 		select {
 		case s := <-sigs:
-			cancel(&signalled{sig: s})
+			cancel(&Signalled{sig: s})
 		case <-returned:
 			return
 		}
@@ -65,7 +65,7 @@ func onSignals(parent context.Context) (ctx context.Context, stop func()) {
 }
 
 // exitCode is the code the process exits with after err.
-func exitCode(err error) int {
+func ExitCode(err error) int {
 	var exit *ExitError
 	switch {
 	case err == nil:
@@ -88,7 +88,7 @@ func (d *Daemon) watchStop(ctx context.Context, stop context.CancelCauseFunc) (e
 	say := func() {
 		stoppedAt = d.clock.Now()
 		what := "stopping"
-		if s := (*signalled)(nil); errors.As(context.Cause(ctx), &s) {
+		if s := (*Signalled)(nil); errors.As(context.Cause(ctx), &s) {
 			what = s.Error()
 		}
 		grace := d.cfg.Service.ShutdownGrace
@@ -113,7 +113,7 @@ func (d *Daemon) watchStop(ctx context.Context, stop context.CancelCauseFunc) (e
 		if stoppedAt.IsZero() && ctx.Err() != nil {
 			say()
 		}
-		code := exitCode(err)
+		code := ExitCode(err)
 		level, msg := slog.LevelInfo, "stopped"
 		args := []any{"exit_code", code}
 		if !stoppedAt.IsZero() {

@@ -15,7 +15,7 @@ import (
 // poll_interval it reads the org's limits and hands them to the gauges,
 // which show them while this replica leads the shard. nil when it is off,
 // when no Salesforce source runs (auth is nil), or without telemetry.
-func orgLimitsPoller(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger, t *telemetry.Recorder) func(context.Context) {
+func OrgLimitsPoller(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger, t *telemetry.Recorder) func(context.Context) {
 	lc := cfg.Salesforce.Limits
 	if !lc.Enabled || auth == nil || t == nil {
 		return nil
@@ -34,7 +34,7 @@ func orgLimitsPoller(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock,
 			case err != nil:
 				t.SalesforceLimitsFailed()
 				if !failing {
-					log.Warn(limitsProblem(err)+"; retrying every poll_interval", "error", err, "poll_interval", lc.PollInterval)
+					log.Warn(LimitsProblem(err)+"; retrying every poll_interval", "error", err, "poll_interval", lc.PollInterval)
 				}
 				failing = true
 			default:
@@ -57,7 +57,7 @@ func orgLimitsPoller(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock,
 // cause and what to do: an instance that cannot be reached (DNS, a refused
 // connection, TLS, the proxy) is not a missing permission, and a refused
 // token is neither.
-func limitsProblem(err error) string {
+func LimitsProblem(err error) string {
 	var refused *salesforce.AuthError
 	if cause, ok := ports.NetworkCause(err); ok {
 		return "cannot reach Salesforce to read the org's limits: " + cause + ": " + salesforce.UnreachableFix
@@ -76,7 +76,7 @@ func limitsProblem(err error) string {
 // salesforceProblem is the advice for a failed Salesforce call in a doctor
 // row: the cause and where to look when the host could not be reached,
 // else hint (the permission the call needs).
-func salesforceProblem(err error, hint string) string {
+func SalesforceProblem(err error, hint string) string {
 	if cause, ok := ports.NetworkCause(err); ok {
 		return "cannot reach Salesforce: " + cause + ": " + salesforce.UnreachableFix
 	}

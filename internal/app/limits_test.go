@@ -93,7 +93,7 @@ func TestOrgLimitsPoller(t *testing.T) {
 	cfg.ShardName = "prod"
 	cfg.Salesforce.Limits.PollInterval = 10 * time.Millisecond
 	var logs bytes.Buffer
-	poll := orgLimitsPoller(cfg, auth, clock.New(), slog.New(slog.NewTextHandler(&logs, nil)), tel)
+	poll := OrgLimitsPoller(cfg, auth, clock.New(), slog.New(slog.NewTextHandler(&logs, nil)), tel)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); poll(ctx) }()
@@ -125,11 +125,11 @@ func TestOrgLimitsPoller(t *testing.T) {
 		t.Fatal("no failed read counted")
 	}
 	cfg.Salesforce.Limits.Enabled = false
-	if orgLimitsPoller(cfg, auth, clock.New(), quiet(), tel) != nil {
+	if OrgLimitsPoller(cfg, auth, clock.New(), quiet(), tel) != nil {
 		t.Fatal("a poller although salesforce.limits.enabled is false")
 	}
 	cfg.Salesforce.Limits.Enabled = true
-	if orgLimitsPoller(cfg, nil, clock.New(), quiet(), tel) != nil {
+	if OrgLimitsPoller(cfg, nil, clock.New(), quiet(), tel) != nil {
 		t.Fatal("a poller without a Salesforce source")
 	}
 }

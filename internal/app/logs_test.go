@@ -25,7 +25,7 @@ func TestStandbyLogsWhoHoldsTheLeaseAtStartAndOnChange(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 	clk := porttest.NewFakeClock(time.Now())
 	log, out := capture()
-	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
+	d, cleanup, err := Build(t.Context(), testenv.Config(config.CoordinateFileLease), Overrides{LeaseStore: lease, StateStore: state,
 		Clock: clk, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestStandbyLogsWhoHoldsTheLeaseAtStartAndOnChange(t *testing.T) {
 func TestOneLinePerLeaseTransition(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 	log, out := capture()
-	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
+	d, cleanup, err := Build(t.Context(), testenv.Config(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
 		Workload: idle{}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestOneLinePerLeaseTransition(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	eventually(t, "leadership", func() bool { return d.Shards()[0].leading() })
-	cancel(&signalled{sig: syscall.SIGTERM})
+	cancel(&Signalled{sig: syscall.SIGTERM})
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestOneLinePerLeaseTransition(t *testing.T) {
 
 func TestTransitionLinesNameTheOrg(t *testing.T) {
 	log, out := capture()
-	tel, cleanup, err := telemetry.New(t.Context(), testConfig(config.CoordinateS3Lease), log, telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), testenv.Config(config.CoordinateS3Lease), log, telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestStandbyStopSaysThereIsNothingToDrain(t *testing.T) {
 	lease, state := porttest.NewMemoryCAS("lease"), porttest.NewMemoryCAS("state")
 	lease.Store(domain.LeaseRecord{Holder: "other", Instance: "o", Epoch: 4}.Encode())
 	log, out := capture()
-	d, cleanup, err := Build(t.Context(), testConfig(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
+	d, cleanup, err := Build(t.Context(), testenv.Config(config.CoordinateS3Lease), Overrides{LeaseStore: lease, StateStore: state,
 		Workload: idle{}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestStandbyStopSaysThereIsNothingToDrain(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	eventually(t, "the first read", func() bool { return len(testenv.LogLines(out.String(), "held by other")) == 1 })
-	cancel(&signalled{sig: syscall.SIGINT})
+	cancel(&Signalled{sig: syscall.SIGINT})
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestStandbyStopSaysThereIsNothingToDrain(t *testing.T) {
 
 func TestExitCodes(t *testing.T) {
 	for err, want := range map[error]int{nil: 0, context.Canceled: 1, &ExitError{Code: 2, Err: context.Canceled}: 2} {
-		if got := exitCode(err); got != want {
+		if got := ExitCode(err); got != want {
 			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)
 		}
 	}

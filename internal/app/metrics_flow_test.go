@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,11 +13,13 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/loki"
+	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
 	"github.com/sf2loki/sf2loki/internal/telemetry"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 // sample returns the value of the first series of name whose labels
@@ -87,7 +90,7 @@ func quantile(t *testing.T, body, name string, q float64, labels ...string) floa
 
 func newTestTelemetry(t *testing.T) (*telemetry.Recorder, http.Handler) {
 	t.Helper()
-	tel, cleanup, err := telemetry.New(t.Context(), testConfig(config.CoordinateNoop), quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), testenv.Config(config.CoordinateNoop), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +145,7 @@ func TestRuntimeBuildAndLastSuccessFromStart(t *testing.T) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
-	b := CurrentBuild()
+	b := struct{ Version, Commit, GoVersion string }{buildinfo.Version(), buildinfo.Commit(), runtime.Version()}
 	if v, ok := sample(body, "sf2loki_build_info", "version", b.Version, "commit", b.Commit, "goversion", b.GoVersion); !ok || v != 1 {
 		t.Errorf("sf2loki_build_info{version=%q,commit=%q,goversion=%q} reads %v (%v):\n%s", b.Version, b.Commit, b.GoVersion, v, ok,
 			grepLines(body, "build_info"))
@@ -204,7 +207,7 @@ func (acceptAll) Push(context.Context, []ports.Entry) error { return nil }
 // allocate per entry.
 func TestEntriesIngestedCounter(t *testing.T) {
 	tel, h := newTestTelemetry(t)
-	cfg := testConfig(config.CoordinateNoop)
+	cfg := testenv.Config(config.CoordinateNoop)
 	cfg.Sources.Synthetic.Rate = 1
 	cfg.Sources.EventLogFile.EventTypes = []string{"Login", "Report*"}
 	produced := tel.IngestCounter("", ingestSeed(cfg))
@@ -292,7 +295,7 @@ func (w *porttestWriter) CommitMany(context.Context, map[string]string) error { 
 func TestFlowMetricsOfARunningDaemon(t *testing.T) {
 	loki := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer loki.Close()
-	cfg := testConfig(config.CoordinateS3Lease)
+	cfg := testenv.Config(config.CoordinateS3Lease)
 	cfg.Sources.Synthetic.Rate = 200
 	cfg.Sink.Loki.URL = loki.URL + "/loki/api/v1/push"
 	cfg.Sink.Loki.Batch.MaxWait = 20 * time.Millisecond

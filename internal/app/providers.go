@@ -96,7 +96,7 @@ func provideLogger(cfg *config.Config, o Overrides) *slog.Logger {
 	if o.Logger != nil {
 		return o.Logger
 	}
-	return redactLogger(NewLogger(os.Stderr, cfg.Service.LogLevel, cfg.Service.LogFormat), cfg)
+	return RedactLogger(NewLogger(os.Stderr, cfg.Service.LogLevel, cfg.Service.LogFormat), cfg)
 }
 
 // provideStateStore builds the checkpoint store chosen by state.store.
@@ -107,15 +107,15 @@ func provideStateStore(ctx context.Context, cfg *config.Config, o Overrides, t *
 	if o.StateStore != nil {
 		return StateStore{t.Instrument("test", o.StateStore)}, func() {}, nil
 	}
-	s, err := newStateStore(ctx, cfg)
+	s, err := NewStateStore(ctx, cfg)
 	if err != nil {
 		return StateStore{}, nil, fmt.Errorf("state store: %w", err)
 	}
-	return StateStore{t.Instrument(cfg.State.Store, s)}, closer(s), nil
+	return StateStore{t.Instrument(cfg.State.Store, s)}, Closer(s), nil
 }
 
 // closer returns a cleanup that closes s if it holds a client.
-func closer(s ports.ObjectCAS) func() {
+func Closer(s ports.ObjectCAS) func() {
 	return func() {
 		if c, ok := s.(io.Closer); ok {
 			_ = c.Close()
@@ -124,14 +124,14 @@ func closer(s ports.ObjectCAS) func() {
 }
 
 // newStateStore opens the checkpoint store chosen by state.store.
-func newStateStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, error) {
+func NewStateStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, error) {
 	switch cfg.State.Store {
 	case config.StoreFile:
 		return file.New(file.Config{Path: cfg.State.File.Path})
 	case config.StoreS3:
-		return newS3(ctx, cfg.State.S3, 0)
+		return NewS3(ctx, cfg.State.S3, 0)
 	case config.StoreGCS:
-		return newGCS(ctx, cfg.State.GCS, 0)
+		return NewGCS(ctx, cfg.State.GCS, 0)
 	}
 	return nil, fmt.Errorf("state.store %q is not one of file, s3, gcs", cfg.State.Store)
 }
@@ -140,14 +140,14 @@ func newStateStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, er
 // hundred bytes, so a standby polling a foreign 50 MB object reads at most
 // this much and judges it unreadable. Checkpoint documents take the
 // adapters' default cap (16 MiB).
-const leaseMaxSize = 64 << 10
+const LeaseMaxSize = 64 << 10
 
-func newS3(ctx context.Context, o config.S3Object, maxSize int64) (ports.ObjectCAS, error) {
+func NewS3(ctx context.Context, o config.S3Object, maxSize int64) (ports.ObjectCAS, error) {
 	return s3.New(ctx, s3.Config{Bucket: o.Bucket, Key: o.Key, Region: o.Region, EndpointURL: o.EndpointURL, MaxSize: maxSize,
-		Logger: libraryLogger(ctx)})
+		Logger: LibraryLogger(ctx)})
 }
 
-func newGCS(ctx context.Context, o config.GCSObject, maxSize int64) (ports.ObjectCAS, error) {
+func NewGCS(ctx context.Context, o config.GCSObject, maxSize int64) (ports.ObjectCAS, error) {
 	return gcs.New(ctx, gcs.Config{Bucket: o.Bucket, ObjectName: o.ObjectName, ServiceFile: o.ServiceFile, MaxSize: maxSize})
 }
 
@@ -160,43 +160,43 @@ func leaseStore(o Overrides, t *telemetry.Recorder, backend string, build func()
 	if err != nil {
 		return LeaseStore{}, nil, fmt.Errorf("lease store: %w", err)
 	}
-	return LeaseStore{t.Instrument(backend, s)}, closer(s), nil
+	return LeaseStore{t.Instrument(backend, s)}, Closer(s), nil
 }
 
 func provideFileLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *telemetry.Recorder) (LeaseStore, func(), error) {
-	return leaseStore(o, t, "file", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
+	return leaseStore(o, t, "file", func() (ports.ObjectCAS, error) { return NewLeaseStore(ctx, cfg) })
 }
 
 func provideS3LeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *telemetry.Recorder) (LeaseStore, func(), error) {
-	return leaseStore(o, t, "s3", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
+	return leaseStore(o, t, "s3", func() (ports.ObjectCAS, error) { return NewLeaseStore(ctx, cfg) })
 }
 
 func provideGCSLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *telemetry.Recorder) (LeaseStore, func(), error) {
-	return leaseStore(o, t, "gcs", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
+	return leaseStore(o, t, "gcs", func() (ports.ObjectCAS, error) { return NewLeaseStore(ctx, cfg) })
 }
 
 func provideK8sLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, t *telemetry.Recorder) (LeaseStore, func(), error) {
-	return leaseStore(o, t, "k8s", func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, cfg) })
+	return leaseStore(o, t, "k8s", func() (ports.ObjectCAS, error) { return NewLeaseStore(ctx, cfg) })
 }
 
 // newLeaseStore opens the lease object of coordinate.type (none for noop).
-func newLeaseStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, error) {
+func NewLeaseStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, error) {
 	c := cfg.Coordinate
 	switch c.Type {
 	case config.CoordinateFileLease:
-		return file.New(file.Config{Path: c.FileLease.Path, MaxSize: leaseMaxSize})
+		return file.New(file.Config{Path: c.FileLease.Path, MaxSize: LeaseMaxSize})
 	case config.CoordinateS3Lease:
-		return newS3(ctx, c.S3Lease.S3Object, leaseMaxSize)
+		return NewS3(ctx, c.S3Lease.S3Object, LeaseMaxSize)
 	case config.CoordinateGCSLease:
-		return newGCS(ctx, c.GCSLease.GCSObject, leaseMaxSize)
+		return NewGCS(ctx, c.GCSLease.GCSObject, LeaseMaxSize)
 	case config.CoordinateK8sLease:
-		return k8s.New(k8s.Config{Namespace: c.K8sLease.Namespace, Name: c.K8sLease.Name, Kubeconfig: c.K8sLease.Kubeconfig, MaxSize: leaseMaxSize})
+		return k8s.New(k8s.Config{Namespace: c.K8sLease.Namespace, Name: c.K8sLease.Name, Kubeconfig: c.K8sLease.Kubeconfig, MaxSize: LeaseMaxSize})
 	}
 	return nil, fmt.Errorf("coordinate.type %q has no lease object", c.Type)
 }
 
 // leaseConfig maps the selected lease section onto the keeper's config.
-func leaseConfig(cfg *config.Config) domain.LeaseConfig {
+func LeaseConfig(cfg *config.Config) domain.LeaseConfig {
 	c := cfg.Coordinate
 	var t config.LeaseTiming
 	switch c.Type {
@@ -227,7 +227,7 @@ func HolderID(configured string) string {
 // provideKeeper builds the lease keeper. Its epoch floor is the checkpoint
 // document's stored epoch, read fresh before every acquisition.
 func provideKeeper(cfg *config.Config, lease LeaseStore, state StateStore, clk ports.Clock, t *telemetry.Recorder, log *slog.Logger, gate Gate) (*domain.LeaseKeeper, error) {
-	lc := leaseConfig(cfg)
+	lc := LeaseConfig(cfg)
 	lc.Observer, lc.Logger = t.ForShard(cfg.ShardName), log
 	if cfg.ShardName != "" {
 		lc.Logger = log.With("org", cfg.ShardName)
@@ -280,11 +280,11 @@ func olderLayouts(ctx context.Context, shards []*config.Config, o Overrides) (Ol
 		if o.StateStore != nil {
 			doc = o.StateStore
 		} else {
-			s, err := newStateStore(ctx, first)
+			s, err := NewStateStore(ctx, first)
 			if err != nil {
 				return nil, nil, fmt.Errorf("state store (the configured checkpoint document, read for the older layout): %w", err)
 			}
-			doc, cleanup = readOnly{s}, closer(s)
+			doc, cleanup = readOnly{s}, Closer(s)
 		}
 	}
 	return func(shard string) *domain.OlderLayout {
@@ -309,14 +309,14 @@ func (r readOnly) Delete(context.Context, ports.Precondition) error {
 
 // newSalesforceAuth reads the secrets (value or *_file) and builds the
 // org's token source. It makes no request.
-func newSalesforceAuth(sf config.Salesforce) (*salesforce.Auth, error) {
-	return newSalesforceAuthObserved("", sf, 0, nil, nil)
+func NewSalesforceAuth(sf config.Salesforce) (*salesforce.Auth, error) {
+	return NewSalesforceAuthObserved("", sf, 0, nil, nil)
 }
 
 // newSalesforceAuthObserved is newSalesforceAuth with the org's throttle
 // pause, the token source's logs and, with t, its counters and failing
 // state exported.
-func newSalesforceAuthObserved(org string, sf config.Salesforce, pause time.Duration, log *slog.Logger, t *telemetry.Recorder) (*salesforce.Auth, error) {
+func NewSalesforceAuthObserved(org string, sf config.Salesforce, pause time.Duration, log *slog.Logger, t *telemetry.Recorder) (*salesforce.Auth, error) {
 	c := salesforce.Config{AuthMode: sf.AuthMode, LoginURL: sf.SalesforceLoginURL(), ClientID: strings.TrimSpace(sf.ClientID),
 		Username: strings.TrimSpace(sf.Username), OrgID: sf.OrgID, TokenTTL: sf.TokenTTL, Audience: sf.JWTAudience(), Logger: log,
 		ThrottlePause: pause}
@@ -351,11 +351,11 @@ func newSalesforceAuthObserved(org string, sf config.Salesforce, pause time.Dura
 // same store) and the balance that spreads the shards over the replicas.
 func newBalancer(ctx context.Context, cfg *config.Config, o Overrides, clk ports.Clock, log *slog.Logger, t *telemetry.Recorder) (*domain.Balancer, func(), error) {
 	mc := cfg.MembersConfig()
-	store, clean, err := leaseStore(Overrides{LeaseStore: o.MembersStore}, t, cfg.Coordinate.Type, func() (ports.ObjectCAS, error) { return newLeaseStore(ctx, mc) })
+	store, clean, err := leaseStore(Overrides{LeaseStore: o.MembersStore}, t, cfg.Coordinate.Type, func() (ports.ObjectCAS, error) { return NewLeaseStore(ctx, mc) })
 	if err != nil {
 		return nil, nil, fmt.Errorf("members document: %w", err)
 	}
-	lc := leaseConfig(cfg)
+	lc := LeaseConfig(cfg)
 	m, err := domain.NewMembership(store, clk, domain.MemberConfig{Holder: lc.Holder, TTL: lc.TTL, RenewInterval: lc.RenewInterval, Logger: log})
 	if err != nil {
 		clean()

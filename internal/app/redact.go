@@ -29,7 +29,7 @@ import (
 //
 // Every key tagged secret is covered as well, with the content of its
 // *_file (config.Secrets), so that a new secret key needs no change here.
-func redactSecrets(cfg *config.Config) []string {
+func RedactSecrets(cfg *config.Config) []string {
 	var out []string
 	read := func(value, file string) string {
 		if value != "" || file == "" {
@@ -109,18 +109,18 @@ func NewRedactingHandler(h slog.Handler, secrets []string) slog.Handler {
 }
 
 // redactLogger wraps l's handler with the secrets of cfg.
-func redactLogger(l *slog.Logger, cfg *config.Config) *slog.Logger {
-	return slog.New(NewRedactingHandler(l.Handler(), redactSecrets(cfg)))
+func RedactLogger(l *slog.Logger, cfg *config.Config) *slog.Logger {
+	return slog.New(NewRedactingHandler(l.Handler(), RedactSecrets(cfg)))
 }
 
 // redactErr returns err with the secrets of cfg removed from its message
 // (for errors printed outside the logger, such as the one a command
 // returns). errors.Is and errors.As still see the original.
-func redactErr(cfg *config.Config, err error) error {
+func RedactErr(cfg *config.Config, err error) error {
 	if err == nil {
 		return nil
 	}
-	r := redact.New(redactSecrets(cfg)...)
+	r := redact.New(RedactSecrets(cfg)...)
 	msg := r.String(err.Error())
 	if msg == err.Error() {
 		return err

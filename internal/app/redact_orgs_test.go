@@ -31,7 +31,7 @@ orgs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := redactSecrets(cfg)
+	got := RedactSecrets(cfg)
 	for _, s := range []string{"Prod+Secret/Value==", "Sandbox+Secret/Value=="} {
 		if !slices.Contains(got, s) {
 			t.Errorf("%q is not redacted", s)

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 // Every key tagged secret is redacted from logs and errors, with the
 // content of its *_file, including keys redactSecrets does not name.
 func TestRedactSecretsCoversEveryTaggedKey(t *testing.T) {
-	onlyEnv(t, nil)
+	testenv.OnlyEnv(t, nil)
 	dir := t.TempDir()
 	salt := filepath.Join(dir, "salt")
 	if err := os.WriteFile(salt, []byte("salt-from-file\n"), 0o600); err != nil {
@@ -27,7 +28,7 @@ func TestRedactSecretsCoversEveryTaggedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := redactSecrets(cfg)
+	got := RedactSecrets(cfg)
 	for _, s := range []string{"salt-from-file", "inline-salt"} {
 		if !slices.Contains(got, s) {
 			t.Errorf("%q is not redacted", s)
@@ -42,7 +43,7 @@ func TestPushHeaderTokenIsRedactedBare(t *testing.T) {
 	cfg.Service.Telemetry.Auth = "none"
 	cfg.Service.Telemetry.Endpoint = "https://otlp.example.com/v1/metrics"
 	cfg.Service.Telemetry.Headers = map[string]string{"Authorization": "Bearer tok-9f8e7d6c5b4a"}
-	if !slices.Contains(redactSecrets(cfg), "tok-9f8e7d6c5b4a") {
-		t.Fatalf("the bare token is not a secret: %v", redactSecrets(cfg))
+	if !slices.Contains(RedactSecrets(cfg), "tok-9f8e7d6c5b4a") {
+		t.Fatalf("the bare token is not a secret: %v", RedactSecrets(cfg))
 	}
 }

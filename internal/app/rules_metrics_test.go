@@ -92,7 +92,7 @@ func busyLeaderSeries(t *testing.T) (scrape func() map[string]bool) {
 	t.Helper()
 	loki := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(loki.Close)
-	cfg := testConfig(config.CoordinateS3Lease)
+	cfg := testenv.Config(config.CoordinateS3Lease)
 	cfg.Sources.Synthetic.Rate = 200
 	cfg.Sink.Loki.URL = loki.URL + "/loki/api/v1/push"
 	cfg.Sink.Loki.Batch.MaxWait = 20 * time.Millisecond

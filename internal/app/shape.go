@@ -31,7 +31,7 @@ func transformSalt(src config.Sources) (string, error) {
 // sourceShaper builds the transforms and sampling of one source (one of
 // config.ShapeSources) of cfg's org, counted in t (if set); nil when the
 // source has neither.
-func sourceShaper(cfg *config.Config, source string, t *telemetry.Recorder) (*shape.Shaper, error) {
+func SourceShaper(cfg *config.Config, source string, t *telemetry.Recorder) (*shape.Shaper, error) {
 	sc := cfg.Sources.Shape(source)
 	if len(sc.Rules) == 0 && len(sc.Sample) == 0 {
 		return nil, nil

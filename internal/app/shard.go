@@ -154,7 +154,7 @@ func (d *Shard) resign(ctx context.Context, kind, reason string, holdOff time.Du
 // holdOff is how long a replica that resigned waits before contending
 // again: one ttl, so a standby polling every renew_interval wins first.
 func (d *Shard) holdOff() time.Duration {
-	if ttl := leaseConfig(d.cfg).TTL; ttl > 0 {
+	if ttl := LeaseConfig(d.cfg).TTL; ttl > 0 {
 		return ttl
 	}
 	return 30 * time.Second
@@ -164,7 +164,7 @@ func (d *Shard) holdOff() time.Duration {
 // document corrupt waits before looking again: one renew interval (a lease
 // keeper's standby also refuses to contend while the document is corrupt).
 func (d *Shard) retryAfterCorrupt() time.Duration {
-	if r := leaseConfig(d.cfg).RenewInterval; r > 0 {
+	if r := LeaseConfig(d.cfg).RenewInterval; r > 0 {
 		return r
 	}
 	return 10 * time.Second

@@ -48,7 +48,7 @@ func streamSilent(watermark, stored, now time.Time, margin time.Duration) bool {
 // streamingOffText is the fix for a stream whose streaming is off; named
 // says whether sources.pubsub.topics names it (else a "*" found it, and
 // only an exclude leaves it out).
-func streamingOffText(s salesforce.RTEMStream, named bool) string {
+func StreamingOffText(s salesforce.RTEMStream, named bool) string {
 	leave := "remove the topic /event/" + s.Stream
 	if !named {
 		leave = fmt.Sprintf("add /event/%s to sources.pubsub.exclude (\"*\" subscribes to every stream)", s.Stream)
@@ -57,15 +57,15 @@ func streamingOffText(s salesforce.RTEMStream, named bool) string {
 }
 
 // notListedText says what a stream Event Manager does not list means.
-func notListedText(s salesforce.RTEMStream, named bool) string {
+func NotListedText(s salesforce.RTEMStream, named bool) string {
 	return fmt.Sprintf("Event Manager does not list %s: its streaming was probably never turned on, or the org lacks Real-Time Event Monitoring "+
-		"(Shield or Event Monitoring); %s", s.Stream, streamingOffText(s, named))
+		"(Shield or Event Monitoring); %s", s.Stream, StreamingOffText(s, named))
 }
 
 // namedTopics is the set of topics sources.pubsub.topics names: none
 // beside "*", which finds every stream again, named or not (only an
 // exclude leaves one out).
-func namedTopics(topics []string) map[string]bool {
+func NamedTopics(topics []string) map[string]bool {
 	out := map[string]bool{}
 	if slices.Contains(topics, "*") {
 		return out
@@ -187,9 +187,9 @@ func (c *streamCheck) readSwitches(ctx context.Context, pairs map[string]salesfo
 		enabled, listed := on[s.Stream]
 		switch {
 		case !listed:
-			c.log.Warn("pubsub: Event Manager does not list the stream: this topic probably delivers nothing", "topic", topic, "fix", notListedText(s, c.named[topic]))
+			c.log.Warn("pubsub: Event Manager does not list the stream: this topic probably delivers nothing", "topic", topic, "fix", NotListedText(s, c.named[topic]))
 		case !enabled:
-			c.log.Warn("pubsub: streaming is off in Event Manager: this topic delivers nothing", "topic", topic, "fix", streamingOffText(s, c.named[topic]))
+			c.log.Warn("pubsub: streaming is off in Event Manager: this topic delivers nothing", "topic", topic, "fix", StreamingOffText(s, c.named[topic]))
 		}
 		if !enabled && c.counted != nil {
 			c.counted(topic, "streaming_off")
@@ -241,7 +241,7 @@ func (c *streamCheck) check(ctx context.Context, topic string, s salesforce.RTEM
 	}
 	c.log.Warn("pubsub: the storage object holds an event the stream never delivered: streaming is probably off in Event Manager",
 		"topic", topic, "object", s.Storage, "stored_event", stored.UTC().Format(time.RFC3339), since, wm.UTC().Format(time.RFC3339),
-		"fix", streamingOffText(s, c.named[topic])+"; if Loki was refusing pushes, the stream was held back instead (see sf2loki_pubsub_reconnects_total and the lanes)")
+		"fix", StreamingOffText(s, c.named[topic])+"; if Loki was refusing pushes, the stream was held back instead (see sf2loki_pubsub_reconnects_total and the lanes)")
 	return true
 }
 
@@ -268,7 +268,7 @@ func watchStreams(s *pubsub.Source, org string, topics []string, auth *salesforc
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &streamCheck{clock: clk, log: log, topics: s.Topics, seen: map[string]time.Time{}, named: namedTopics(topics),
+	c := &streamCheck{clock: clk, log: log, topics: s.Topics, seen: map[string]time.Time{}, named: NamedTopics(topics),
 		switches: func(ctx context.Context) (map[string]bool, error) {
 			return salesforce.RealTimeEventSwitches(ctx, auth, apiVersion)
 		},

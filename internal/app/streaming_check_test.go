@@ -12,6 +12,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 func TestStreamSilent(t *testing.T) {
@@ -106,7 +107,7 @@ func (f *found) list() []string {
 	return slices.Clone(f.all)
 }
 
-func newStreamCheck(clk *porttest.FakeClock, st *storage, switches map[string]bool, f *found, logs *syncBuffer) *streamCheck {
+func newStreamCheck(clk *porttest.FakeClock, st *storage, switches map[string]bool, f *found, logs *testenv.Buffer) *streamCheck {
 	return &streamCheck{clock: clk, log: slog.New(slog.NewTextHandler(logs, nil)), seen: map[string]time.Time{},
 		topics: func(context.Context) ([]string, error) {
 			return []string{"/event/LoginEventStream", "/event/My_Event__e"}, nil
@@ -128,7 +129,7 @@ func TestStreamCheckFindsASilentStream(t *testing.T) {
 	clk := porttest.NewFakeClock(t0)
 	st := &storage{}
 	var f found
-	var logs syncBuffer
+	var logs testenv.Buffer
 	c := newStreamCheck(clk, st, nil, &f, &logs)
 	step := runStreamCheck(t, c, clk)
 
@@ -206,9 +207,9 @@ func TestStreamCheckSwitches(t *testing.T) {
 			st := &storage{}
 			st.add(t0.Add(2 * time.Minute)) // stored, never streamed
 			var f found
-			var logs syncBuffer
+			var logs testenv.Buffer
 			c := newStreamCheck(clk, st, tc.switches, &f, &logs)
-			c.named = namedTopics(tc.named)
+			c.named = NamedTopics(tc.named)
 			step := runStreamCheck(t, c, clk)
 			step(6 * streamCheckEvery)
 			if got := f.list(); !slices.Equal(got, tc.found) {
@@ -237,7 +238,7 @@ func TestStreamCheckUnqueryableStorage(t *testing.T) {
 	clk := porttest.NewFakeClock(t0)
 	st := &storage{err: errors.New("salesforce: /services/data/v60.0/query answered 400: INVALID_TYPE")}
 	var f found
-	var logs syncBuffer
+	var logs testenv.Buffer
 	c := newStreamCheck(clk, st, nil, &f, &logs)
 	step := runStreamCheck(t, c, clk)
 	step(6 * streamCheckEvery)
@@ -258,7 +259,7 @@ func TestStreamCheckWarnsOfASilentStreamHourly(t *testing.T) {
 	clk := porttest.NewFakeClock(t0)
 	st := &storage{}
 	var f found
-	var logs syncBuffer
+	var logs testenv.Buffer
 	c := newStreamCheck(clk, st, nil, &f, &logs)
 	step := runStreamCheck(t, c, clk)
 	for range 30 { // 2.5 hours, a login stored every 5 minutes

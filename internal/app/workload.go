@@ -103,13 +103,13 @@ type SharedSink func() (*loki.Sink, error)
 
 // OnceSink is the SharedSink of cfg.
 func OnceSink(cfg *config.Config, log *slog.Logger, t *telemetry.Recorder) SharedSink {
-	return sync.OnceValues(func() (*loki.Sink, error) { return newLokiSink(cfg.Sink.Loki, log, t) })
+	return sync.OnceValues(func() (*loki.Sink, error) { return NewLokiSink(cfg.Sink.Loki, log, t) })
 }
 
 func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *telemetry.Recorder, shared SharedSink, fence Fence) (Workload, error) {
 	var sources []ports.Source
 	if syn := cfg.Sources.Synthetic; syn.Rate > 0 {
-		sh, err := sourceShaper(cfg, "synthetic", t)
+		sh, err := SourceShaper(cfg, "synthetic", t)
 		if err != nil {
 			return nil, err
 		}
@@ -138,7 +138,7 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *telem
 	if err != nil {
 		return nil, err
 	}
-	sink, prepare, err := orgSink(cfg, base, auth, clk, log)
+	sink, prepare, err := OrgSink(cfg, base, auth, clk, log)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func newWorkload(cfg *config.Config, clk ports.Clock, log *slog.Logger, t *telem
 		return nil, err
 	}
 	return &pipelineWorkload{pipeline: p, sources: sources, prepare: prepare, egress: egress, dryRun: cfg.Sink.Stdout.Enabled,
-		limits: orgLimitsPoller(cfg, auth, clk, log, t), ages: ages}, nil
+		limits: OrgLimitsPoller(cfg, auth, clk, log, t), ages: ages}, nil
 }
 
 // egressConfig is the shard's share of sink.loki.egress: all of it, or with
@@ -196,7 +196,7 @@ func egressConfig(cfg *config.Config, stats *loki.Stats, log *slog.Logger) domai
 // orgSink is base with the shard's org labels: in the orgs form, each
 // org's entries carry org, environment and sf_org_id. prepare, when not nil,
 // learns the org's id before the first entry (salesforce.org_id unset).
-func orgSink(cfg *config.Config, base *loki.Sink, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger) (sink ports.Sink, prepare func(context.Context) error, err error) {
+func OrgSink(cfg *config.Config, base *loki.Sink, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger) (sink ports.Sink, prepare func(context.Context) error, err error) {
 	if cfg.ShardName == "" {
 		return base, nil, nil
 	}
@@ -245,7 +245,7 @@ func orgIDLabel(auth *salesforce.Auth, view *loki.Labelled, clk ports.Clock, log
 }
 
 // elfTypeSpecs indexes sources.eventlogfile.types by event type.
-func elfTypeSpecs(types []config.EventLogFileType) map[string]salesforce.ELFTypeSpec {
+func ElfTypeSpecs(types []config.EventLogFileType) map[string]salesforce.ELFTypeSpec {
 	out := make(map[string]salesforce.ELFTypeSpec, len(types))
 	for _, t := range types {
 		out[t.Name] = salesforce.ELFTypeSpec{Metadata: t.StructuredMetadataFields, Labels: t.Labels}
@@ -274,20 +274,20 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 	if len(objs) == 0 && len(elf.EventTypes) == 0 && len(ps.Topics) == 0 && !cfg.Sources.ApexLog.Enabled {
 		return nil, nil, nil
 	}
-	auth, err := newSalesforceAuthObserved(cfg.ShardName, cfg.Salesforce, throttlePause(cfg), log, t)
+	auth, err := NewSalesforceAuthObserved(cfg.ShardName, cfg.Salesforce, throttlePause(cfg), log, t)
 	if err != nil {
 		return nil, nil, err
 	}
 	var sources []ports.Source
 	owners := overlapOwners(cfg.Sources, cfg.OrgSiblings)
 	if len(elf.EventTypes) > 0 {
-		sh, err := sourceShaper(cfg, "eventlogfile", t)
+		sh, err := SourceShaper(cfg, "eventlogfile", t)
 		if err != nil {
 			return nil, nil, err
 		}
 		s, err := salesforce.NewELFSource(auth, cfg.Salesforce.APIVersion, salesforce.ELFSpec{Interval: elf.Interval, EventTypes: elf.EventTypes,
 			PollInterval: elf.PollInterval, Lookback: elf.Lookback, SettleWindow: elf.SettleWindow, Concurrency: elf.Concurrency, Owners: owners,
-			Shaper: sh, Exclude: elf.Exclude, Types: elfTypeSpecs(elf.Types)}, clk, log)
+			Shaper: sh, Exclude: elf.Exclude, Types: ElfTypeSpecs(elf.Types)}, clk, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -306,7 +306,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		if err != nil {
 			return nil, nil, err
 		}
-		if s.Shaper, err = sourceShaper(cfg, "eventlog_objects", t); err != nil {
+		if s.Shaper, err = SourceShaper(cfg, "eventlog_objects", t); err != nil {
 			return nil, nil, err
 		}
 		if t != nil {
@@ -315,11 +315,11 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		sources = append(sources, s)
 	}
 	if len(ps.Topics) > 0 {
-		sh, err := sourceShaper(cfg, "pubsub", t)
+		sh, err := SourceShaper(cfg, "pubsub", t)
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := newPubSubSource(cfg, auth, clk, log, owners, sh)
+		s, err := NewPubSubSource(cfg, auth, clk, log, owners, sh)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -368,7 +368,7 @@ func throttlePause(cfg *config.Config) time.Duration {
 // newPubSubSource maps sources.pubsub onto the adapter; owners is the org's
 // overlap registry (nil: no filtering), sh its transforms and sampling (nil:
 // none).
-func newPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger, owners *domain.Owners, sh *shape.Shaper) (*pubsub.Source, error) {
+func NewPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger, owners *domain.Owners, sh *shape.Shaper) (*pubsub.Source, error) {
 	ps := cfg.Sources.PubSub
 	return pubsub.New(auth, pubsub.Spec{Endpoint: ps.Endpoint, Plaintext: ps.Plaintext, Topics: ps.Topics, Include: ps.Include,
 		Exclude: ps.Exclude, ReplayPreset: ps.ReplayPreset, NumRequested: ps.NumRequested, RediscoveryInterval: ps.RediscoveryInterval,
@@ -376,7 +376,7 @@ func newPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock,
 }
 
 // newLokiSink builds the sink; with t, its counters are exported.
-func newLokiSink(c config.LokiSink, log *slog.Logger, t *telemetry.Recorder) (*loki.Sink, error) {
+func NewLokiSink(c config.LokiSink, log *slog.Logger, t *telemetry.Recorder) (*loki.Sink, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
