@@ -29,7 +29,7 @@ func checkKey(key string) error {
 	return nil
 }
 
-// checkCheckpoint checks a key and, for the key families the sources
+// CheckCheckpoint checks a key and, for the key families the sources
 // write, that the name is one the source can have and that the value is a
 // position it can resume from: what the daemon would otherwise find
 // unreadable and skip.
@@ -91,7 +91,7 @@ func CheckCheckpoint(key, value string) error {
 	return nil
 }
 
-// showable prints s as it is, or Go-quoted when it holds anything that
+// Showable prints s as it is, or Go-quoted when it holds anything that
 // would break the key<TAB>value lines (control characters, invalid UTF-8,
 // other unprintable runes) or starts with a quote.
 func Showable(s string) string {

@@ -42,7 +42,7 @@ func (*NoConfigError) Error() string {
 // Unwrap returns domain.ErrInvalidConfig.
 func (*NoConfigError) Unwrap() error { return domain.ErrInvalidConfig }
 
-// requireConfiguration returns a *NoConfigError when there is no
+// RequireConfiguration returns a *NoConfigError when there is no
 // configuration file and the environment sets no key.
 func RequireConfiguration(path string) error {
 	if path != "" || len(EnvironmentConfiguration(os.Environ())) > 0 {
@@ -51,7 +51,7 @@ func RequireConfiguration(path string) error {
 	return &NoConfigError{}
 }
 
-// environmentConfiguration lists the names of the SF2LOKI_* variables the
+// EnvironmentConfiguration lists the names of the SF2LOKI_* variables the
 // configuration reads, as config.Load tells them: names with __ and names
 // of a top-level key. Others, such as SF2LOKI_SERVICE_HOST that Kubernetes
 // sets for a Service named sf2loki, configure nothing.
@@ -83,7 +83,7 @@ func topLevelKeys() []string {
 	return keys
 }
 
-// loadConfig loads and validates, printing warnings; an invalid
+// LoadConfig loads and validates, printing warnings; an invalid
 // configuration, or none at all (no --config and no SF2LOKI_* key), is an
 // ExitError with code 2.
 func LoadConfig(stderr io.Writer, path string, opts ...config.Option) (*config.Config, error) {
@@ -104,7 +104,7 @@ func LoadConfig(stderr io.Writer, path string, opts ...config.Option) (*config.C
 	return cfg, nil
 }
 
-// shardOf is the configuration of org's shard: its checkpoint document and
+// ShardOf is the configuration of org's shard: its checkpoint document and
 // lease. With orgs configured --org is required; without, it must be blank.
 func ShardOf(cfg *config.Config, org string) (*config.Config, error) {
 	shards := cfg.Shards()
@@ -127,7 +127,7 @@ func ShardOf(cfg *config.Config, org string) (*config.Config, error) {
 // ErrReported marks an exit whose reason the command already printed.
 var ErrReported = errors.New("reported above")
 
-// plural writes n things: 1 file, 2 files, 3 tries.
+// Plural writes n things: 1 file, 2 files, 3 tries.
 func Plural(n int64, one string) string {
 	switch {
 	case n == 1:

@@ -111,7 +111,7 @@ func (d *Daemon) Committer() *domain.CheckpointCommitter { return d.shards[0].co
 // Telemetry returns the daemon's telemetry.
 func (d *Daemon) Telemetry() *telemetry.Recorder { return d.telemetry }
 
-// shardDir makes the directory of an org's state file (<dir>/shards/<org>/)
+// ShardDir makes the directory of an org's state file (<dir>/shards/<org>/)
 // when the configured file's directory exists: that one the operator
 // provides, the shards' the daemon makes.
 func ShardDir(configured, path string) error {
@@ -446,7 +446,7 @@ func (d *Shard) budgetPaused() string {
 	return ""
 }
 
-// noSourceWarning says, when no shard of d has a source to ingest, that
+// NoSourceWarning says, when no shard of d has a source to ingest, that
 // the leader will hold its lease and ship nothing ("" otherwise).
 func NoSourceWarning(d *Daemon) string {
 	for _, s := range d.shards {

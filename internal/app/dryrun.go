@@ -90,7 +90,7 @@ func (w *pipelineWorkload) commits(lead Lead) domain.CheckpointWriter {
 	return lead.Committer
 }
 
-// dryRunOptions are the load options of run's flags.
+// DryRunOptions are the load options of run's flags.
 func DryRunOptions(dryRun bool) []config.Option {
 	if dryRun {
 		return []config.Option{config.DryRun}

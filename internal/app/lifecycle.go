@@ -20,7 +20,7 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// signalled is the cause of a run's context ended by a signal.
+// Signalled is the cause of a run's context ended by a signal.
 type Signalled struct{ sig os.Signal }
 
 func (s *Signalled) Error() string { return "received " + signalName(s.sig) }
@@ -36,7 +36,7 @@ func signalName(s os.Signal) string {
 	return s.String()
 }
 
-// onSignals returns a context that ends at the first SIGTERM or SIGINT,
+// OnSignals returns a context that ends at the first SIGTERM or SIGINT,
 // with a *signalled cause; a second signal exits at once. stop undoes it.
 func OnSignals(parent context.Context) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(parent)
@@ -64,7 +64,7 @@ func OnSignals(parent context.Context) (ctx context.Context, stop func()) {
 	}
 }
 
-// exitCode is the code the process exits with after err.
+// ExitCode is the code the process exits with after err.
 func ExitCode(err error) int {
 	var exit *ExitError
 	switch {

@@ -11,7 +11,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
-// orgLimitsPoller is the leader's salesforce.limits poller: every
+// OrgLimitsPoller is the leader's salesforce.limits poller: every
 // poll_interval it reads the org's limits and hands them to the gauges,
 // which show them while this replica leads the shard. nil when it is off,
 // when no Salesforce source runs (auth is nil), or without telemetry.
@@ -53,7 +53,7 @@ func OrgLimitsPoller(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock,
 	}
 }
 
-// limitsProblem says why the org's limits could not be read, naming the
+// LimitsProblem says why the org's limits could not be read, naming the
 // cause and what to do: an instance that cannot be reached (DNS, a refused
 // connection, TLS, the proxy) is not a missing permission, and a refused
 // token is neither.
@@ -73,7 +73,7 @@ func LimitsProblem(err error) string {
 	return "cannot read the org's limits"
 }
 
-// salesforceProblem is the advice for a failed Salesforce call in a doctor
+// SalesforceProblem is the advice for a failed Salesforce call in a doctor
 // row: the cause and where to look when the host could not be reached,
 // else hint (the permission the call needs).
 func SalesforceProblem(err error, hint string) string {

@@ -114,7 +114,7 @@ func provideStateStore(ctx context.Context, cfg *config.Config, o Overrides, t *
 	return StateStore{t.Instrument(cfg.State.Store, s)}, Closer(s), nil
 }
 
-// closer returns a cleanup that closes s if it holds a client.
+// Closer returns a cleanup that closes s if it holds a client.
 func Closer(s ports.ObjectCAS) func() {
 	return func() {
 		if c, ok := s.(io.Closer); ok {
@@ -123,7 +123,7 @@ func Closer(s ports.ObjectCAS) func() {
 	}
 }
 
-// newStateStore opens the checkpoint store chosen by state.store.
+// NewStateStore opens the checkpoint store chosen by state.store.
 func NewStateStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, error) {
 	switch cfg.State.Store {
 	case config.StoreFile:
@@ -136,17 +136,19 @@ func NewStateStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, er
 	return nil, fmt.Errorf("state.store %q is not one of file, s3, gcs", cfg.State.Store)
 }
 
-// leaseMaxSize caps what a lease read may return: a lease record is a few
+// LeaseMaxSize caps what a lease read may return: a lease record is a few
 // hundred bytes, so a standby polling a foreign 50 MB object reads at most
 // this much and judges it unreadable. Checkpoint documents take the
 // adapters' default cap (16 MiB).
 const LeaseMaxSize = 64 << 10
 
+// NewS3 opens the S3 object o, reading at most maxSize bytes of it.
 func NewS3(ctx context.Context, o config.S3Object, maxSize int64) (ports.ObjectCAS, error) {
 	return s3.New(ctx, s3.Config{Bucket: o.Bucket, Key: o.Key, Region: o.Region, EndpointURL: o.EndpointURL, MaxSize: maxSize,
 		Logger: LibraryLogger(ctx)})
 }
 
+// NewGCS opens the GCS object o, reading at most maxSize bytes of it.
 func NewGCS(ctx context.Context, o config.GCSObject, maxSize int64) (ports.ObjectCAS, error) {
 	return gcs.New(ctx, gcs.Config{Bucket: o.Bucket, ObjectName: o.ObjectName, ServiceFile: o.ServiceFile, MaxSize: maxSize})
 }
@@ -179,7 +181,7 @@ func provideK8sLeaseStore(ctx context.Context, cfg *config.Config, o Overrides, 
 	return leaseStore(o, t, "k8s", func() (ports.ObjectCAS, error) { return NewLeaseStore(ctx, cfg) })
 }
 
-// newLeaseStore opens the lease object of coordinate.type (none for noop).
+// NewLeaseStore opens the lease object of coordinate.type (none for noop).
 func NewLeaseStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, error) {
 	c := cfg.Coordinate
 	switch c.Type {
@@ -195,7 +197,7 @@ func NewLeaseStore(ctx context.Context, cfg *config.Config) (ports.ObjectCAS, er
 	return nil, fmt.Errorf("coordinate.type %q has no lease object", c.Type)
 }
 
-// leaseConfig maps the selected lease section onto the keeper's config.
+// LeaseConfig maps the selected lease section onto the keeper's config.
 func LeaseConfig(cfg *config.Config) domain.LeaseConfig {
 	c := cfg.Coordinate
 	var t config.LeaseTiming
@@ -307,13 +309,13 @@ func (r readOnly) Delete(context.Context, ports.Precondition) error {
 	return fmt.Errorf("%s is read only here: the older layout's document is never deleted by another org's shard", r.ObjectCAS)
 }
 
-// newSalesforceAuth reads the secrets (value or *_file) and builds the
+// NewSalesforceAuth reads the secrets (value or *_file) and builds the
 // org's token source. It makes no request.
 func NewSalesforceAuth(sf config.Salesforce) (*salesforce.Auth, error) {
 	return NewSalesforceAuthObserved("", sf, 0, nil, nil)
 }
 
-// newSalesforceAuthObserved is newSalesforceAuth with the org's throttle
+// NewSalesforceAuthObserved is newSalesforceAuth with the org's throttle
 // pause, the token source's logs and, with t, its counters and failing
 // state exported.
 func NewSalesforceAuthObserved(org string, sf config.Salesforce, pause time.Duration, log *slog.Logger, t *telemetry.Recorder) (*salesforce.Auth, error) {

@@ -16,7 +16,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
-// redactSecrets collects every secret the configuration holds or points
+// RedactSecrets collects every secret the configuration holds or points
 // at: every org's Salesforce client secret and private key (from the value
 // or its *_file), the Loki token (auth_token or auth_token_file) with the
 // basic-auth header made from it, any password in sink.loki.url or
@@ -108,12 +108,12 @@ func NewRedactingHandler(h slog.Handler, secrets []string) slog.Handler {
 	return &redactingHandler{next: h, r: r}
 }
 
-// redactLogger wraps l's handler with the secrets of cfg.
+// RedactLogger wraps l's handler with the secrets of cfg.
 func RedactLogger(l *slog.Logger, cfg *config.Config) *slog.Logger {
 	return slog.New(NewRedactingHandler(l.Handler(), RedactSecrets(cfg)))
 }
 
-// redactErr returns err with the secrets of cfg removed from its message
+// RedactErr returns err with the secrets of cfg removed from its message
 // (for errors printed outside the logger, such as the one a command
 // returns). errors.Is and errors.As still see the original.
 func RedactErr(cfg *config.Config, err error) error {

@@ -28,7 +28,7 @@ func transformSalt(src config.Sources) (string, error) {
 	return salt, nil
 }
 
-// sourceShaper builds the transforms and sampling of one source (one of
+// SourceShaper builds the transforms and sampling of one source (one of
 // config.ShapeSources) of cfg's org, counted in t (if set); nil when the
 // source has neither.
 func SourceShaper(cfg *config.Config, source string, t *telemetry.Recorder) (*shape.Shaper, error) {

@@ -45,7 +45,7 @@ func streamSilent(watermark, stored, now time.Time, margin time.Duration) bool {
 	return !stored.IsZero() && stored.After(watermark) && !stored.After(now.Add(-margin))
 }
 
-// streamingOffText is the fix for a stream whose streaming is off; named
+// StreamingOffText is the fix for a stream whose streaming is off; named
 // says whether sources.pubsub.topics names it (else a "*" found it, and
 // only an exclude leaves it out).
 func StreamingOffText(s salesforce.RTEMStream, named bool) string {
@@ -56,13 +56,13 @@ func StreamingOffText(s salesforce.RTEMStream, named bool) string {
 	return fmt.Sprintf("turn on Enable Streaming for %s (%s) in Setup > Event Manager, or %s", s.Label, s.Stream, leave)
 }
 
-// notListedText says what a stream Event Manager does not list means.
+// NotListedText says what a stream Event Manager does not list means.
 func NotListedText(s salesforce.RTEMStream, named bool) string {
 	return fmt.Sprintf("Event Manager does not list %s: its streaming was probably never turned on, or the org lacks Real-Time Event Monitoring "+
 		"(Shield or Event Monitoring); %s", s.Stream, StreamingOffText(s, named))
 }
 
-// namedTopics is the set of topics sources.pubsub.topics names: none
+// NamedTopics is the set of topics sources.pubsub.topics names: none
 // beside "*", which finds every stream again, named or not (only an
 // exclude leaves one out).
 func NamedTopics(topics []string) map[string]bool {

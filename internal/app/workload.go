@@ -193,7 +193,7 @@ func egressConfig(cfg *config.Config, stats *loki.Stats, log *slog.Logger) domai
 		}}
 }
 
-// orgSink is base with the shard's org labels: in the orgs form, each
+// OrgSink is base with the shard's org labels: in the orgs form, each
 // org's entries carry org, environment and sf_org_id. prepare, when not nil,
 // learns the org's id before the first entry (salesforce.org_id unset).
 func OrgSink(cfg *config.Config, base *loki.Sink, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger) (sink ports.Sink, prepare func(context.Context) error, err error) {
@@ -244,8 +244,8 @@ func orgIDLabel(auth *salesforce.Auth, view *loki.Labelled, clk ports.Clock, log
 	}
 }
 
-// elfTypeSpecs indexes sources.eventlogfile.types by event type.
-func ElfTypeSpecs(types []config.EventLogFileType) map[string]salesforce.ELFTypeSpec {
+// ELFTypeSpecs indexes sources.eventlogfile.types by event type.
+func ELFTypeSpecs(types []config.EventLogFileType) map[string]salesforce.ELFTypeSpec {
 	out := make(map[string]salesforce.ELFTypeSpec, len(types))
 	for _, t := range types {
 		out[t.Name] = salesforce.ELFTypeSpec{Metadata: t.StructuredMetadataFields, Labels: t.Labels}
@@ -287,7 +287,7 @@ func salesforceSources(cfg *config.Config, clk ports.Clock, log *slog.Logger, t 
 		}
 		s, err := salesforce.NewELFSource(auth, cfg.Salesforce.APIVersion, salesforce.ELFSpec{Interval: elf.Interval, EventTypes: elf.EventTypes,
 			PollInterval: elf.PollInterval, Lookback: elf.Lookback, SettleWindow: elf.SettleWindow, Concurrency: elf.Concurrency, Owners: owners,
-			Shaper: sh, Exclude: elf.Exclude, Types: ElfTypeSpecs(elf.Types)}, clk, log)
+			Shaper: sh, Exclude: elf.Exclude, Types: ELFTypeSpecs(elf.Types)}, clk, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -365,7 +365,7 @@ func throttlePause(cfg *config.Config) time.Duration {
 	return pause
 }
 
-// newPubSubSource maps sources.pubsub onto the adapter; owners is the org's
+// NewPubSubSource maps sources.pubsub onto the adapter; owners is the org's
 // overlap registry (nil: no filtering), sh its transforms and sampling (nil:
 // none).
 func NewPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock, log *slog.Logger, owners *domain.Owners, sh *shape.Shaper) (*pubsub.Source, error) {
@@ -375,7 +375,7 @@ func NewPubSubSource(cfg *config.Config, auth *salesforce.Auth, clk ports.Clock,
 		StallTimeout: ps.StallTimeout, APIVersion: cfg.Salesforce.APIVersion, Owners: owners, Shaper: sh}, clk, log)
 }
 
-// newLokiSink builds the sink; with t, its counters are exported.
+// NewLokiSink builds the sink; with t, its counters are exported.
 func NewLokiSink(c config.LokiSink, log *slog.Logger, t *telemetry.Recorder) (*loki.Sink, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

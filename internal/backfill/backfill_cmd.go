@@ -69,6 +69,7 @@ func usageErr(format string, args ...any) error {
 	return &app.ExitError{Code: app.ExitInvalidConfig, Err: fmt.Errorf(format, args...)}
 }
 
+// NewCommand returns sf2loki backfill.
 func NewCommand() *cobra.Command {
 	var o backfillOptions
 	cmd := &cobra.Command{
@@ -317,7 +318,7 @@ func newBackfillRun(ctx context.Context, cfg, all *config.Config, statePath stri
 		return fail(err)
 	}
 	src, err := salesforce.NewELFSource(auth, cfg.Salesforce.APIVersion, salesforce.ELFSpec{Interval: plan.interval, EventTypes: plan.types,
-		Concurrency: plan.concurrency, Shaper: sh, Types: app.ElfTypeSpecs(cfg.Sources.EventLogFile.Types)}, clk, log)
+		Concurrency: plan.concurrency, Shaper: sh, Types: app.ELFTypeSpecs(cfg.Sources.EventLogFile.Types)}, clk, log)
 	if err != nil {
 		return fail(err)
 	}

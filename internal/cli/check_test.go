@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/sf2loki/sf2loki/internal/app"
 	"github.com/sf2loki/sf2loki/internal/testenv"
-	"gopkg.in/yaml.v3"
 )
 
 // runCommand runs the command tree with args and returns stdout+stderr.

@@ -6,10 +6,11 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sf2loki/sf2loki/internal/app"
 	"github.com/sf2loki/sf2loki/internal/backfill"
 	"github.com/sf2loki/sf2loki/internal/doctor"
-	"github.com/spf13/cobra"
 )
 
 // Execute runs the command tree on the process's arguments and returns

@@ -51,8 +51,8 @@ type Check struct {
 	Detail string `json:"detail"`
 }
 
-// DoctorReport is the doctor's result.
-type DoctorReport struct {
+// Report is the doctor's result.
+type Report struct {
 	Checks   []Check `json:"checks"`
 	ExitCode int     `json:"exit_code"`
 }
@@ -131,10 +131,10 @@ func (c *clients) close() {
 
 // Doctor runs the checks for the configuration at path. No secret of the
 // configuration appears in the report.
-func Doctor(ctx context.Context, path string) DoctorReport {
+func Doctor(ctx context.Context, path string) Report {
 	var cl clients
 	defer cl.close()
-	var r DoctorReport
+	var r Report
 	err := app.RequireConfiguration(path)
 	var cfg *config.Config
 	var warnings []string
@@ -689,7 +689,7 @@ func k8sProbe(ctx context.Context, l config.K8sLease, ttl time.Duration, members
 }
 
 // Write renders the report as a table, or JSON.
-func (r DoctorReport) Write(w io.Writer, asJSON bool) error {
+func (r Report) Write(w io.Writer, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -709,6 +709,7 @@ func (r DoctorReport) Write(w io.Writer, asJSON bool) error {
 	return err
 }
 
+// NewCommand returns sf2loki doctor.
 func NewCommand() *cobra.Command {
 	var (
 		path   string

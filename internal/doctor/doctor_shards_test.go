@@ -14,7 +14,7 @@ import (
 // doctorOnAlphasDocument runs doctor on a file-lease configuration with
 // orgs first and second, whose configured checkpoint document is stamped
 // as org alpha's (epoch 3, one checkpoint).
-func doctorOnAlphasDocument(t *testing.T, first, second string) DoctorReport {
+func doctorOnAlphasDocument(t *testing.T, first, second string) Report {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "state.json"),

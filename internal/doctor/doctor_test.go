@@ -33,7 +33,7 @@ import (
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func check(r DoctorReport, name string) Check {
+func check(r Report, name string) Check {
 	for _, c := range r.Checks {
 		if c.Name == name && c.Status != Warn {
 			return c
@@ -236,7 +236,7 @@ func TestDoctorInvalidConfigAndJSON(t *testing.T) {
 	if err := r.Write(&buf, true); err != nil {
 		t.Fatal(err)
 	}
-	var back DoctorReport
+	var back Report
 	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.ExitCode != 2 || len(back.Checks) != 7 {
 		t.Fatalf("JSON %s: %v", buf.String(), err)
 	}
@@ -436,7 +436,7 @@ sink: {loki: {url: %s/push}}
 }
 
 // rows returns every row named name.
-func rows(r DoctorReport, name string) []Check {
+func rows(r Report, name string) []Check {
 	var out []Check
 	for _, c := range r.Checks {
 		if c.Name == name {

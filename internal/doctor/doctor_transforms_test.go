@@ -12,7 +12,7 @@ import (
 func TestDoctorChecksTheTransforms(t *testing.T) {
 	dir := t.TempDir()
 	base := "state: {store: file, file: {path: " + filepath.Join(dir, "state.json") + "}}\n"
-	row := func(yaml string) (Check, DoctorReport) {
+	row := func(yaml string) (Check, Report) {
 		t.Helper()
 		r := Doctor(t.Context(), testenv.WriteConfig(t, base+yaml))
 		for _, c := range r.Checks {

@@ -15,9 +15,10 @@ import (
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 
-	"github.com/sf2loki/sf2loki/internal/config"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sf2loki/sf2loki/internal/config"
 )
 
 // OTLPReceiver is a strict OTLP/HTTP metrics receiver, as the OTLP
@@ -49,6 +50,8 @@ type OTLPRequest struct {
 	Req    *colmetricpb.ExportMetricsServiceRequest
 }
 
+// NewOTLPReceiver starts a receiver for path, stopped when the test ends;
+// answer may be nil.
 func NewOTLPReceiver(t *testing.T, path string, answer func(n int) (int, http.Header)) *OTLPReceiver {
 	r := &OTLPReceiver{t: t, path: path, answer: answer, seen: make(chan struct{}, 1000)}
 	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
@@ -56,6 +59,7 @@ func NewOTLPReceiver(t *testing.T, path string, answer func(n int) (int, http.He
 	return r
 }
 
+// URL is where to push to.
 func (r *OTLPReceiver) URL() string { return r.Server.URL + r.path }
 
 func (r *OTLPReceiver) serve(w http.ResponseWriter, req *http.Request) {
@@ -136,6 +140,7 @@ func writeStatus(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write(b)
 }
 
+// Requests are the requests taken so far.
 func (r *OTLPReceiver) Requests() []OTLPRequest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -160,6 +165,7 @@ func (r *OTLPReceiver) WaitFor(name string, within time.Duration) OTLPRequest {
 	}
 }
 
+// FindMetric is the metric named name in req, or nil.
 func FindMetric(req *colmetricpb.ExportMetricsServiceRequest, name string) *metricpb.Metric {
 	for _, rm := range req.GetResourceMetrics() {
 		for _, sm := range rm.GetScopeMetrics() {
@@ -173,6 +179,7 @@ func FindMetric(req *colmetricpb.ExportMetricsServiceRequest, name string) *metr
 	return nil
 }
 
+// ResourceAttrs are the resource attributes of req.
 func ResourceAttrs(req *colmetricpb.ExportMetricsServiceRequest) map[string]string {
 	out := map[string]string{}
 	for _, rm := range req.GetResourceMetrics() {
