@@ -119,12 +119,19 @@ func (w *fileWatch) read(ctx context.Context) (failed bool) {
 	return false
 }
 
+// run watches until ctx ends, then closes the channel.
 func (w *fileWatch) run(ctx context.Context) {
 	defer close(w.out)
 	dir := filepath.Dir(w.s.path)
 	retry := watchRetryMin
 	for ctx.Err() == nil {
 		n, why, err := w.start(ctx, dir)
+		if ctx.Err() != nil {
+			if n != nil {
+				_ = n.Close()
+			}
+			return
+		}
 		if why != "" {
 			// Nothing will come: the reader polls until it cancels.
 			w.fail(fmt.Errorf("watch %s: %w: %s", w.s, ErrNoNotifications, why))
