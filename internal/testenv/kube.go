@@ -46,12 +46,17 @@ type KubeServer struct {
 // StartKube starts etcd and kube-apiserver (RBAC on, token authentication)
 // on random loopback ports and returns when the API server is ready. Stop
 // it with Stop (a TestMain shares one server across a package's tests).
-func StartKube(t testing.TB) *KubeServer {
+// opts (at most one) adds users and the audit log.
+func StartKube(t testing.TB, opts ...KubeOptions) *KubeServer {
 	t.Helper()
+	var o KubeOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
 		var k *KubeServer
-		if k, err = startKube(t); err == nil {
+		if k, err = startKube(t, o); err == nil {
 			return k
 		}
 		t.Logf("kube-apiserver attempt %d: %v", attempt, err)
@@ -62,7 +67,7 @@ func StartKube(t testing.TB) *KubeServer {
 
 // startKube is one attempt; a server that exits early (a port taken in the
 // meantime) fails it at once.
-func startKube(t testing.TB) (*KubeServer, error) {
+func startKube(t testing.TB, o KubeOptions) (*KubeServer, error) {
 	t.Helper()
 	etcdBin, apiBin := Binary(t, "etcd"), Binary(t, "kube-apiserver")
 	dir, err := os.MkdirTemp("", "sf2loki-kube-")
@@ -84,10 +89,10 @@ func startKube(t testing.TB) (*KubeServer, error) {
 	writeRSAKey(t, keyFile)
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(fmt.Sprintf("%s,admin,1,system:masters\n%s,%s,2\n",
-		KubeAdminToken, KubeLimitedToken, KubeLimitedUser)), 0o600); err != nil {
+		KubeAdminToken, KubeLimitedToken, KubeLimitedUser)+o.tokens()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	k.start(t, apiBin,
+	k.start(t, apiBin, append([]string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(apiPort),
 		"--cert-dir", filepath.Join(dir, "certs"),
@@ -98,7 +103,7 @@ func startKube(t testing.TB) (*KubeServer, error) {
 		"--disable-admission-plugins", "ServiceAccount",
 		"--endpoint-reconciler-type", "none",
 		"--service-cluster-ip-range", "10.0.0.0/24",
-		"--v", "0")
+		"--v", "0"}, o.apiserverArgs(t, dir)...)...)
 	k.URL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	if err := k.waitReady(90 * time.Second); err != nil {
 		out := k.output()
