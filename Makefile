@@ -120,7 +120,7 @@ $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
 	touch $@
 
 .PHONY: bench
-bench: ## Micro-benchmarks (the daemon benchmarks are `make bench-ha`, `make bench-elf`, `make bench-pubsub` and `make bench-latency`)
+bench: ## Micro-benchmarks (the daemon benchmarks are `make bench-ha`, `make bench-leader-election`, `make bench-elf`, `make bench-pubsub` and `make bench-latency`)
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /test/integration)
 
 HA_REPEATS ?= 10
@@ -128,6 +128,10 @@ HA_REPEATS ?= 10
 .PHONY: bench-ha
 bench-ha: test-tools ## The HA benchmark table: commit throughput, request cost, footprint, failover matrix
 	HA_REPEATS=$(HA_REPEATS) $(GO) test -count=1 -timeout 2h -run '^$$' -bench '^BenchmarkHA$$' -benchtime 1x ./test/integration/
+
+.PHONY: bench-leader-election
+bench-leader-election: $(BIN)/.etcd-$(ETCD_VERSION) $(BIN)/.kube-apiserver-$(KUBE_APISERVER_VERSION) ## sf2loki's k8s_lease beside client-go's leaderelection on one kube-apiserver: handover times, requests/s from the audit log (HA_REPEATS=10, HA_IDLE=30s)
+	HA_REPEATS=$(HA_REPEATS) $(GO) test -count=1 -timeout 1h -run '^$$' -bench '^BenchmarkLeaderElection$$' -benchtime 1x ./test/integration/
 
 .PHONY: bench-elf
 bench-elf: test-tools ## The daemon on a 50 MB and a 150 MB EventLogFile into VictoriaLogs: rows/s and peak RSS

@@ -321,12 +321,16 @@ type StatusReport struct {
 	Role string `json:"role"`
 	// Holder is this replica's holder id; LeaseHolder the lease's, as last
 	// read or written ("" when released or absent).
-	Holder            string           `json:"holder"`
-	Instance          string           `json:"instance,omitempty"`
-	Epoch             uint64           `json:"epoch"`
-	LeaseHolder       string           `json:"lease_holder"`
-	LeaseEpoch        uint64           `json:"lease_epoch"`
-	LeaseUnchangedFor string           `json:"lease_unchanged_for,omitempty"`
+	Holder            string `json:"holder"`
+	Instance          string `json:"instance,omitempty"`
+	Epoch             uint64 `json:"epoch"`
+	LeaseHolder       string `json:"lease_holder"`
+	LeaseEpoch        uint64 `json:"lease_epoch"`
+	LeaseUnchangedFor string `json:"lease_unchanged_for,omitempty"`
+	// LeaseWatch is how a standby learns of the lease's changes where its
+	// store can push them (Kubernetes, a local file): "watching", or why it
+	// polls meanwhile. Empty on a leader and on S3 and GCS (always polled).
+	LeaseWatch        string           `json:"lease_watch,omitempty"`
 	Blocked           string           `json:"blocked,omitempty"`
 	BlockedDetail     string           `json:"blocked_detail,omitempty"`
 	SinkRejecting     string           `json:"sink_rejecting,omitempty"`
@@ -398,6 +402,12 @@ func (d *Shard) status() StatusReport {
 		CheckpointVersion: string(d.committer.Version()), Counters: d.telemetry.Counters()}
 	if st.LeaseUnchangedFor > 0 {
 		r.LeaseUnchangedFor = st.LeaseUnchangedFor.Round(time.Millisecond).String()
+	}
+	switch {
+	case st.Watching:
+		r.LeaseWatch = "watching"
+	case st.WatchBroken != "":
+		r.LeaseWatch = st.WatchBroken
 	}
 	if !st.Decided {
 		r.Role = "starting"

@@ -242,7 +242,8 @@ func provideKeeper(cfg *config.Config, lease LeaseStore, state StateStore, clk p
 		return nil, err
 	}
 	lc.EpochFloor = floor.StoredEpoch
-	return domain.NewLeaseKeeper(lease, clk, lc)
+	// The bare store, not the wire type: its watch (ports.Watcher) must show.
+	return domain.NewLeaseKeeper(lease.ObjectCAS, clk, lc)
 }
 
 func keeperCoordinator(k *domain.LeaseKeeper) Coordinator { return k }

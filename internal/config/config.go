@@ -248,7 +248,7 @@ const (
 type Coordinate struct {
 	Type      string    `yaml:"type" mapstructure:"type" default:"noop" enum:"noop,file_lease,k8s_lease,s3_lease,gcs_lease" doc:"noop: a single instance, no coordination. file_lease: a lease file on storage all replicas share (NFSv4, EFS). k8s_lease: a coordination.k8s.io/v1 Lease. s3_lease / gcs_lease: an object in S3 (or an S3-compatible store with conditional writes) or GCS, for stateless platforms (ECS Fargate, Cloud Run)."`
 	FileLease FileLease `yaml:"file_lease" mapstructure:"file_lease" doc:"Used when type is file_lease."`
-	K8sLease  K8sLease  `yaml:"k8s_lease" mapstructure:"k8s_lease" doc:"Used when type is k8s_lease. RBAC: get, create and patch on leases in the namespace."`
+	K8sLease  K8sLease  `yaml:"k8s_lease" mapstructure:"k8s_lease" doc:"Used when type is k8s_lease. RBAC: get, create and patch on leases in the namespace, and watch (else standbys poll)."`
 	S3Lease   S3Lease   `yaml:"s3_lease" mapstructure:"s3_lease" doc:"Used when type is s3_lease. Credentials come from the AWS default chain; IAM: s3:GetObject and s3:PutObject on the key, s3:ListBucket on the bucket (else an absent key reads as 403)."`
 	GCSLease  GCSLease  `yaml:"gcs_lease" mapstructure:"gcs_lease" doc:"Used when type is gcs_lease."`
 }

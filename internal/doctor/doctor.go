@@ -671,21 +671,30 @@ func k8sProbe(ctx context.Context, l config.K8sLease, ttl time.Duration, members
 	case err != nil:
 		return []Check{{"coordinator", Fail, fmt.Sprintf("%s %s: %v", verb, s, err)}}
 	}
+	// A standby watches the Lease; without the verb it polls, so a refusal
+	// is a warning.
+	var watchWarn []Check
+	if err := s.CanWatch(ctx); err != nil {
+		watchWarn = []Check{{"coordinator", Warn, fmt.Sprintf("%v; sf2loki works without it, its standbys poll the Lease every renew_interval instead of learning of a release at once", err)}}
+	}
 	allowed := fmt.Sprintf("lease %s: get and %s allowed (server-side dry run)", s, verb)
+	if watchWarn == nil {
+		allowed += ", watch allowed"
+	}
 	remove := fmt.Sprintf("kubectl -n %s delete lease %s", l.Namespace, l.Name)
 	obj, err := s.Get(ctx)
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
-		return []Check{{"coordinator", Pass, allowed}}
+		return append([]Check{{"coordinator", Pass, allowed}}, watchWarn...)
 	case errors.Is(err, ports.ErrTooLarge):
-		return []Check{corruptLease("coordinator", s.String(), err.Error(), remove)}
+		return append([]Check{corruptLease("coordinator", s.String(), err.Error(), remove)}, watchWarn...)
 	case err != nil:
-		return []Check{{"coordinator", Fail, fmt.Sprintf("get %s: %v", s, err)}}
+		return append([]Check{{"coordinator", Fail, fmt.Sprintf("get %s: %v", s, err)}}, watchWarn...)
 	}
 	if members {
-		return []Check{{"coordinator", Pass, fmt.Sprintf("%s; %s holds the replicas' heartbeats", allowed, s)}}
+		return append([]Check{{"coordinator", Pass, fmt.Sprintf("%s; %s holds the replicas' heartbeats", allowed, s)}}, watchWarn...)
 	}
-	return judgeLease("coordinator", allowed, s.String(), obj, ttl, remove)
+	return append(judgeLease("coordinator", allowed, s.String(), obj, ttl, remove), watchWarn...)
 }
 
 // Write renders the report as a table, or JSON.

@@ -227,6 +227,28 @@ func TestDoctorEachCoordinatorReachesItsOwnProbe(t *testing.T) {
 	})
 }
 
+// TestDoctorK8sWithoutWatchWarns: without the watch verb the lease still
+// works (standbys poll): doctor passes with a warning naming the verb.
+func TestDoctorK8sWithoutWatchWarns(t *testing.T) {
+	kube := testenv.StartKube(t)
+	t.Cleanup(kube.Stop)
+	state := fmt.Sprintf("state: {file: {path: %s/state.json}}\n", t.TempDir())
+	ns := kube.NewNamespace(t)
+	kube.GrantLeases(t, ns, "get", "create", "patch")
+	limited := writeConfig(t, fmt.Sprintf("coordinate: {type: k8s_lease, k8s_lease: {namespace: %s, kubeconfig: %s}}\n", ns, kube.Kubeconfig(t, testenv.KubeLimitedToken))+state)
+	r := Doctor(t.Context(), limited)
+	if c := check(r, "coordinator"); r.ExitCode != 0 || c.Status != Pass || strings.Contains(c.Detail, "watch allowed") {
+		t.Fatalf("without watch: %+v, want exit 0 and the coordinator passing", r)
+	}
+	warned := false
+	for _, c := range r.Checks {
+		warned = warned || c.Name == "coordinator" && c.Status == Warn && strings.Contains(c.Detail, "grant the watch verb on leases") && strings.Contains(c.Detail, "poll")
+	}
+	if !warned {
+		t.Fatalf("without watch: %+v, want a coordinator warning saying to grant watch", r.Checks)
+	}
+}
+
 func TestDoctorInvalidConfigAndJSON(t *testing.T) {
 	r := Doctor(t.Context(), testenv.WriteConfig(t, "coordinate: {type: s3_lease}\n"))
 	if r.ExitCode != 2 || r.Checks[0].Status != Fail || r.Checks[1].Status != Skip || r.Checks[2].Status != Skip || r.Checks[3].Status != Skip {

@@ -50,6 +50,9 @@ type LeaseConfig struct {
 	Observer Observer
 	// Logger receives diagnostic logs (nil discards them).
 	Logger *slog.Logger
+	// Poll, when true, makes a standby poll the lease every RenewInterval
+	// even when its store can watch it (ports.Watcher).
+	Poll bool
 }
 
 // ClaimGate gates a keeper's claims of a free lease: the shard balance.
@@ -147,6 +150,11 @@ type Status struct {
 	// and what to do.
 	Blocked       string
 	BlockedDetail string
+	// Watching is true while a standby learns of the lease's changes from
+	// its store's watch instead of polling; WatchBroken says why a watch it
+	// had is down (it polls meanwhile).
+	Watching    bool
+	WatchBroken string
 }
 
 // Why a standby does not contend (Status.Blocked).
@@ -239,6 +247,8 @@ type LeaseKeeper struct {
 	ttlWarned  string        // the holder/ttl last warned about
 	free       bool          // standby: the last read found the lease claimable
 	told       LeaseRecord   // the holder and epoch last reported (EventObserved) or won
+	watching   bool          // standby: a live watch reports the lease's changes
+	watchWhy   string        // standby: why the watch is down
 	resign     chan resignation
 }
 
@@ -320,6 +330,7 @@ func (k *LeaseKeeper) Status() Status {
 		s.Departed = k.leaseRec.Departed
 	}
 	s.Blocked, s.BlockedDetail = k.blocked, k.blockedWhy
+	s.Watching, s.WatchBroken = k.watching, k.watchWhy
 	return s
 }
 
@@ -453,7 +464,13 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 		observed = k.noteHolderLocked(rec)
 	}
 	if held < ttl {
-		return claimDecision{wait: min(r, ttl-held), reason: fmt.Sprintf("lease %s, unchanged for %s of %s", what, held.Round(time.Millisecond), ttl),
+		wait := min(r, ttl-held)
+		if k.watching {
+			// The watch reports every change: look again only when this
+			// version would have gone stale (a read then confirms it).
+			wait = ttl - held
+		}
+		return claimDecision{wait: wait, reason: fmt.Sprintf("lease %s, unchanged for %s of %s", what, held.Round(time.Millisecond), ttl),
 			observed: observed}
 	}
 	return claimDecision{claim: true, pre: ports.IfVersion(obj.Version), epoch: rec.Epoch, from: FromStale,
@@ -485,8 +502,14 @@ func (k *LeaseKeeper) noteHolderLocked(rec LeaseRecord) *Event {
 }
 
 func (k *LeaseKeeper) observeAndClaim(ctx context.Context) StepResult {
-	r := k.cfg.RenewInterval
 	obj, err := k.req.getOnce(ctx)
+	return k.judge(ctx, obj, err)
+}
+
+// judge decides on one observation of the lease, a read or a watch's
+// change, and claims the lease if it is claimable.
+func (k *LeaseKeeper) judge(ctx context.Context, obj ports.Object, err error) StepResult {
+	r := k.cfg.RenewInterval
 	if errors.Is(err, ports.ErrTooLarge) {
 		// Judged as an unreadable lease: taken over after ttl unchanged.
 		obj, err = ports.Object{Version: obj.Version, Data: []byte("(larger than the size cap)")}, nil
@@ -791,30 +814,41 @@ func (k *LeaseKeeper) Run(ctx context.Context, cb Callbacks) error {
 		return configErrorf("lease keeper callbacks OnAcquire and OnLose are required")
 	}
 	var (
-		next time.Duration
+		due  = k.clock.Now()
 		lead leaderTerm
 	)
 	defer lead.end()
+	watch := k.newLeaseWatch()
+	defer watch.stop()
 	for {
-		step, rsg, err := k.wait(ctx, next)
+		k.syncWatch(ctx, watch)
+		wk, err := k.wait(ctx, due, watch.ch)
 		if err != nil {
 			if lead.active {
 				k.stopLeading(ctx, cb, &lead)
 			}
 			return nil
 		}
-		if rsg != nil {
-			next = k.resignNow(ctx, cb, &lead, *rsg)
-			continue
-		}
 		var res StepResult
-		if step {
+		switch wk.kind {
+		case wakeResign:
+			next := k.resignNow(ctx, cb, &lead, wk.rsg) // drains first: read the clock after
+			due = k.clock.Now().Add(next)
+			continue
+		case wakeChange:
+			var acted bool
+			if res, acted = k.onChange(ctx, watch, wk); !acted {
+				continue // nothing new: the next look stays due when it was
+			}
+		case wakeTimer:
 			res = k.Step(ctx)
 			if res.Err != nil && res.Role == RoleStandby && res.Transition == TransitionNone && ctx.Err() == nil && k.Status().Blocked == "" {
 				k.log.Warn("standby step failed; retrying at the next poll", "reason", res.Reason, "error", res.Err)
 			}
-		} else if k.Expire() {
-			res = StepResult{Role: RoleStandby, Transition: TransitionLost, Reason: "self-fencing deadline passed"}
+		case wakeFence:
+			if k.Expire() {
+				res = StepResult{Role: RoleStandby, Transition: TransitionLost, Reason: "self-fencing deadline passed"}
+			}
 		}
 		switch res.Transition {
 		case TransitionAcquired:
@@ -828,7 +862,7 @@ func (k *LeaseKeeper) Run(ctx context.Context, cb Callbacks) error {
 			epoch := lead.end()
 			cb.OnLose(Loss{Epoch: epoch, Reason: res.Reason})
 		}
-		next = res.Next
+		due = k.clock.Now().Add(res.Next)
 	}
 }
 
@@ -876,35 +910,52 @@ func (k *LeaseKeeper) resignNow(ctx context.Context, cb Callbacks, lead *leaderT
 	return k.cfg.RenewInterval
 }
 
-// wait waits next on the clock. On a leader it also wakes at the fence
-// deadline (returning step=false) and on a Resign (returning it). It
-// returns ctx.Err() when ctx ends.
-func (k *LeaseKeeper) wait(ctx context.Context, next time.Duration) (step bool, rsg *resignation, err error) {
+// wakeKind is what ended a wait.
+type wakeKind int
+
+const (
+	wakeTimer  wakeKind = iota // the next step is due
+	wakeFence                  // a leader's fence deadline passed
+	wakeResign                 // a Resign arrived (rsg)
+	wakeChange                 // the lease watch reported (change, or closed)
+)
+
+// keeperWake is what ended a wait.
+type keeperWake struct {
+	kind   wakeKind
+	rsg    resignation
+	change ports.Change
+	closed bool // the watch's channel closed
+}
+
+// wait waits until due on the clock. On a leader it also wakes at the fence
+// deadline and on a Resign; on a standby with a watch, on the watch's next
+// report. It returns ctx.Err() when ctx ends.
+func (k *LeaseKeeper) wait(ctx context.Context, due time.Time, changes <-chan ports.Change) (keeperWake, error) {
 	if err := ctx.Err(); err != nil {
-		return false, nil, err
+		return keeperWake{}, err
 	}
 	st := k.Status()
-	t := k.clock.NewTimer(next)
+	t := k.clock.NewTimer(due.Sub(k.clock.Now()))
 	defer t.Stop()
 	var fence <-chan time.Time
+	var resign <-chan resignation
 	if st.Role == RoleLeader {
 		ft := k.clock.NewTimer(st.FenceDeadline.Sub(k.clock.Now()))
 		defer ft.Stop()
-		fence = ft.C()
-	}
-	var resign <-chan resignation
-	if st.Role == RoleLeader {
-		resign = k.resign
+		fence, resign, changes = ft.C(), k.resign, nil
 	}
 	select {
 	case <-ctx.Done():
-		return false, nil, ctx.Err()
+		return keeperWake{}, ctx.Err()
 	case <-t.C():
-		return true, nil, nil
+		return keeperWake{kind: wakeTimer}, nil
 	case <-fence:
-		return false, nil, nil
+		return keeperWake{kind: wakeFence}, nil
 	case r := <-resign:
-		return false, &r, nil
+		return keeperWake{kind: wakeResign, rsg: r}, nil
+	case c, ok := <-changes:
+		return keeperWake{kind: wakeChange, change: c, closed: !ok}, nil
 	}
 }
 

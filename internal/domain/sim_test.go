@@ -130,6 +130,7 @@ type simNode struct {
 	pauses     []simPause
 	paused     bool
 	pausedTo   time.Time
+	watch      bool // its keepers watch their leases
 	cancel     context.CancelFunc
 	done       chan struct{}
 	work       sync.WaitGroup
@@ -187,10 +188,20 @@ type world struct {
 	leaders []string
 	phases  shardPhases
 	t       *testing.T
+	// watches are the nodes' lease watches; notes the reports on their way
+	// (late, repeated, stale, dropped or broken during chaos). wrng draws
+	// their fates, apart from rng so that the other draws stay as they were.
+	watches  []*simWatch
+	notes    []*simNote
+	wrng     *rand.Rand
+	watchSeq uint64
 }
 
 type simStats struct {
 	events, commits, acquisitions, recovered, conflicts, fenced, pauses, dropped int
+	// notes counts watch reports delivered, noteFaults those dropped,
+	// repeated, replayed stale or turned into a broken watch.
+	notes, noteFaults int
 	// acrossCalls counts writes whose outcome stayed unknown past their call
 	// and were recognised by the next one.
 	acrossCalls int
@@ -354,7 +365,7 @@ func (w *world) violate(format string, args ...any) {
 
 func newWorld(cfg simConfig) *world {
 	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, 0x5f2)), now: t0, chaos: true, objects: map[string]*porttest.MemoryCAS{},
-		outage: map[string]int{}}
+		outage: map[string]int{}, wrng: rand.New(rand.NewPCG(cfg.seed, 0x3a7c))}
 	for i := range max(cfg.shards, 1) {
 		for _, o := range []string{leaseObj(i), stateObj(i)} {
 			w.objects[o] = porttest.NewMemoryCAS(o)
@@ -373,6 +384,7 @@ func newWorld(cfg simConfig) *world {
 			n.ratePPT = cfg.fastRatePPT
 		}
 		n.clock = &simClock{w: w, node: n}
+		n.watch = w.wrng.IntN(3) > 0 // two nodes in three watch, on average
 		// Pauses: a few per node, most longer than the ttl.
 		for at := t0.Add(w.exp(70 * time.Second)); at.Before(w.calmAt); at = at.Add(w.exp(70 * time.Second)) {
 			d := time.Duration(1+w.rng.IntN(5)) * time.Second
@@ -475,7 +487,11 @@ func (w *world) start(t *testing.T, n *simNode) {
 		if balancer != nil {
 			lc.Gate = balancer.Gate(leaseObj(i))
 		}
-		keeper, err = domain.NewLeaseKeeper(&simCAS{w: w, node: n, obj: leaseObj(i)}, n.clock, lc)
+		var lease ports.ObjectCAS = &simCAS{w: w, node: n, obj: leaseObj(i)}
+		if n.watch {
+			lease = &simWatchCAS{simCAS: lease.(*simCAS)}
+		}
+		keeper, err = domain.NewLeaseKeeper(lease, n.clock, lc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -571,6 +587,7 @@ func (w *world) source(ctx context.Context, n *simNode, committer *domain.Checkp
 func (w *world) assignFresh() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.assignWatchesLocked()
 	var fresh []*simReq
 	for _, r := range w.reqs {
 		if !r.assigned {
@@ -660,8 +677,13 @@ func (w *world) deliverLocked(r *simReq) {
 			a = simResp{err: porttest.ErrLostAck}
 		}
 	}
-	if after, ok := store.Peek(); ok && (!had || after.Version != before.Version) {
+	after, has := store.Peek()
+	if has && (!had || after.Version != before.Version) {
 		w.checkWrite(r, before.Data, had, after.Data)
+	}
+	if has != had || after.Version != before.Version {
+		prev := ports.Change{Object: before, Absent: !had}
+		w.reportLocked(r.obj, ports.Change{Object: after, Absent: !has}, prev)
 	}
 	r.answer = a
 	w.logLocked("%s %s %s %s → %s", w.nodes[r.node].name, r.op, r.obj, describePre(r), describeAnswer(r))
@@ -828,6 +850,12 @@ func (w *world) nextEvent(end time.Time) (event, bool) {
 		}
 		consider(event{at: r.respondAt, rank: 2, node: r.node, seq: r.seq, do: func() { w.answer(r) }})
 	}
+	for _, nt := range w.notes {
+		if nt.watch.node.paused {
+			continue
+		}
+		consider(event{at: nt.at, rank: 2, node: nt.watch.node.id, seq: nt.seq, do: func() { w.deliverNote(nt) }})
+	}
 	for _, tm := range w.timers {
 		n := w.nodes[tm.node]
 		if n.paused {
@@ -968,7 +996,7 @@ func (w *world) shutdown() {
 		for _, r := range w.resps {
 			r.resp <- r.answer
 		}
-		w.reqs, w.resps = nil, nil
+		w.reqs, w.resps, w.notes = nil, nil, nil
 		for _, tm := range w.timers {
 			select {
 			case tm.ch <- w.now:
@@ -1042,6 +1070,8 @@ func runSeeds(t *testing.T, n int, config func(uint64) simConfig) (total simStat
 				total.fenced += stats.fenced
 				total.pauses += stats.pauses
 				total.dropped += stats.dropped
+				total.notes += stats.notes
+				total.noteFaults += stats.noteFaults
 				if len(v) > 0 {
 					failed++
 					if failed <= 3 {
@@ -1094,7 +1124,7 @@ func TestSimulation(t *testing.T) {
 	total, failed := runSeeds(t, n, defaultSimConfig)
 	// The wall time is go test's own "--- PASS: TestSimulation (Ns)" line.
 	t.Logf("simulation: %d seeds, %d with violations; totals %+v", n, failed, total)
-	if total.commits == 0 || total.acquisitions < n || total.recovered == 0 || total.pauses == 0 || (n >= 200 && total.acrossCalls == 0) {
+	if total.commits == 0 || total.acquisitions < n || total.recovered == 0 || total.pauses == 0 || total.notes == 0 || total.noteFaults == 0 || (n >= 200 && total.acrossCalls == 0) {
 		t.Fatalf("the simulation exercised too little to mean anything: %+v", total)
 	}
 }

@@ -765,8 +765,23 @@ func (t *Recorder) Instrument(backend string, s ports.ObjectCAS) ports.ObjectCAS
 				attribute.String("op", op), attribute.String("outcome", o)))
 		}
 	}
-	return &instrumented{ObjectCAS: s, backend: backend, t: t}
+	in := &instrumented{ObjectCAS: s, backend: backend, t: t}
+	if w, ok := s.(ports.Watcher); ok {
+		return &instrumentedWatcher{instrumented: in, w: w}
+	}
+	return in
 }
+
+// instrumentedWatcher keeps a store's watch visible through Instrument. A
+// watch is one long-lived request per (re)connection inside the adapter;
+// its reports are not requests and are not counted.
+type instrumentedWatcher struct {
+	*instrumented
+	w ports.Watcher
+}
+
+// Watch implements ports.Watcher.
+func (i *instrumentedWatcher) Watch(ctx context.Context) <-chan ports.Change { return i.w.Watch(ctx) }
 
 func (i *instrumented) count(op string, err error) {
 	outcome := "ok"

@@ -39,6 +39,7 @@ type KubeServer struct {
 	URL   string
 	dir   string
 	procs []*exec.Cmd
+	args  [][]string      // procs[i]'s binary and arguments, to restart it
 	done  []chan struct{} // closed when procs[i] has exited
 	logs  []*Buffer
 }
@@ -46,12 +47,17 @@ type KubeServer struct {
 // StartKube starts etcd and kube-apiserver (RBAC on, token authentication)
 // on random loopback ports and returns when the API server is ready. Stop
 // it with Stop (a TestMain shares one server across a package's tests).
-func StartKube(t testing.TB) *KubeServer {
+// opts (at most one) adds users and the audit log.
+func StartKube(t testing.TB, opts ...KubeOptions) *KubeServer {
 	t.Helper()
+	var o KubeOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
 		var k *KubeServer
-		if k, err = startKube(t); err == nil {
+		if k, err = startKube(t, o); err == nil {
 			return k
 		}
 		t.Logf("kube-apiserver attempt %d: %v", attempt, err)
@@ -62,7 +68,7 @@ func StartKube(t testing.TB) *KubeServer {
 
 // startKube is one attempt; a server that exits early (a port taken in the
 // meantime) fails it at once.
-func startKube(t testing.TB) (*KubeServer, error) {
+func startKube(t testing.TB, o KubeOptions) (*KubeServer, error) {
 	t.Helper()
 	etcdBin, apiBin := Binary(t, "etcd"), Binary(t, "kube-apiserver")
 	dir, err := os.MkdirTemp("", "sf2loki-kube-")
@@ -84,10 +90,10 @@ func startKube(t testing.TB) (*KubeServer, error) {
 	writeRSAKey(t, keyFile)
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(fmt.Sprintf("%s,admin,1,system:masters\n%s,%s,2\n",
-		KubeAdminToken, KubeLimitedToken, KubeLimitedUser)), 0o600); err != nil {
+		KubeAdminToken, KubeLimitedToken, KubeLimitedUser)+o.tokens()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	k.start(t, apiBin,
+	k.start(t, apiBin, append([]string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(apiPort),
 		"--cert-dir", filepath.Join(dir, "certs"),
@@ -98,7 +104,7 @@ func startKube(t testing.TB) (*KubeServer, error) {
 		"--disable-admission-plugins", "ServiceAccount",
 		"--endpoint-reconciler-type", "none",
 		"--service-cluster-ip-range", "10.0.0.0/24",
-		"--v", "0")
+		"--v", "0"}, o.apiserverArgs(t, dir)...)...)
 	k.URL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	if err := k.waitReady(90 * time.Second); err != nil {
 		out := k.output()
@@ -110,20 +116,55 @@ func startKube(t testing.TB) (*KubeServer, error) {
 
 func (k *KubeServer) start(t testing.TB, bin string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	out := &Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
+	k.procs = append(k.procs, nil)
+	k.args = append(k.args, append([]string{bin}, args...))
+	k.done = append(k.done, nil)
+	k.logs = append(k.logs, &Buffer{})
+	k.run(t, len(k.procs)-1)
+}
+
+// run starts process i from its recorded command line.
+func (k *KubeServer) run(t testing.TB, i int) {
+	t.Helper()
+	cmd := exec.Command(k.args[i][0], k.args[i][1:]...)
+	cmd.Stdout, cmd.Stderr = k.logs[i], k.logs[i]
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
+		t.Fatalf("start %s: %v", k.args[i][0], err)
 	}
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
 		close(done)
 	}()
-	k.procs = append(k.procs, cmd)
-	k.done = append(k.done, done)
-	k.logs = append(k.logs, out)
+	k.procs[i], k.done[i] = cmd, done
+}
+
+// apiServer is the index of kube-apiserver in procs (etcd is 0).
+const apiServer = 1
+
+// StopAPIServer kills kube-apiserver (etcd and its data stay): clients see
+// their connections drop and new ones refused until StartAPIServer.
+func (k *KubeServer) StopAPIServer(t testing.TB) {
+	t.Helper()
+	_ = k.procs[apiServer].Process.Kill()
+	<-k.done[apiServer]
+}
+
+// StartAPIServer starts kube-apiserver again on the same port, over the same
+// etcd, and returns when it is ready.
+func (k *KubeServer) StartAPIServer(t testing.TB) {
+	t.Helper()
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		k.run(t, apiServer)
+		if err = k.waitReady(90 * time.Second); err == nil {
+			return
+		}
+		_ = k.procs[apiServer].Process.Kill()
+		<-k.done[apiServer]
+		t.Logf("kube-apiserver restart attempt %d: %v", attempt, err)
+	}
+	t.Fatalf("kube-apiserver not ready again after 3 attempts: %v\n%s", err, k.output())
 }
 
 func (k *KubeServer) output() string {

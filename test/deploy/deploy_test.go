@@ -334,7 +334,7 @@ func kinds(docs []map[string]any) map[string]map[string]any {
 var multiOrgLeases = []string{"sf2loki-leader", "sf2loki-leader-prod-realtime", "sf2loki-leader-uat",
 	"sf2loki-leader-emea", "sf2loki-leader-apac", "sf2loki-leader-partners", "sf2loki-leader-members"}
 
-// roleLeases returns the Lease names the rendered Role's get/patch rule
+// roleLeases returns the Lease names the rendered Role's get/patch/watch rule
 // (its first rule) allows.
 func roleLeases(role map[string]any) []string {
 	var names []string
@@ -413,8 +413,8 @@ func TestHelmChart(t *testing.T) {
 				if got := roleLeases(objs["Role"]); !slices.Equal(got, tc.leases) {
 					t.Errorf("the Role's get/patch rule names %q, want %q", got, tc.leases)
 				}
-				if got := toString(get(objs["Role"], "rules", 0, "verbs")); got != `["get","patch"]` {
-					t.Errorf("the Role's named rule allows %s, want get and patch", got)
+				if got := toString(get(objs["Role"], "rules", 0, "verbs")); got != `["get","patch","watch"]` {
+					t.Errorf("the Role's named rule allows %s, want get, patch and watch", got)
 				}
 				// The names sf2loki derives from the rendered configuration
 				// are the ones the Role allows.

@@ -33,7 +33,7 @@ import (
 // object against its schema (unknown fields are errors) without creating
 // it. The namespaces themselves are created for real. The multi-org
 // chart's ServiceAccount, Role and RoleBinding are then created for real,
-// and that ServiceAccount creates, reads and patches every Lease the
+// and that ServiceAccount creates, reads, patches and watches every Lease the
 // configuration uses (each org's and the membership Lease) and is refused
 // any other.
 func TestManifestsApplyToARealAPIServer(t *testing.T) {
@@ -180,6 +180,14 @@ func TestManifestsApplyToARealAPIServer(t *testing.T) {
 			if _, err := leases.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 				t.Errorf("patch Lease %s as %s: %v", name, sa, err)
 			}
+			// A standby watches its Lease by name (RBAC matches the field
+			// selector against resourceNames).
+			w, err := leases.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: l.ResourceVersion})
+			if err != nil {
+				t.Errorf("watch Lease %s as %s: %v", name, sa, err)
+				continue
+			}
+			w.Stop()
 		}
 		// Another Lease in the namespace stays out of reach.
 		other := "sf2loki-leader-not-an-org"
@@ -192,8 +200,14 @@ func TestManifestsApplyToARealAPIServer(t *testing.T) {
 		if _, err := leases.Patch(ctx, other, types.MergePatchType, []byte(`{"spec":{"holderIdentity":"x"}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("patch Lease %s as %s: %v, want forbidden", other, sa, err)
 		}
+		if w, err := leases.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + other}); !apierrors.IsForbidden(err) {
+			if err == nil {
+				w.Stop()
+			}
+			t.Errorf("watch Lease %s as %s: %v, want forbidden", other, sa, err)
+		}
 		if !t.Failed() {
-			t.Logf("%s creates, reads and patches %d Leases: %v", sa, len(multiOrgLeases), multiOrgLeases)
+			t.Logf("%s creates, reads, patches and watches %d Leases: %v", sa, len(multiOrgLeases), multiOrgLeases)
 		}
 	})
 }

@@ -9,7 +9,16 @@
 // The lock is an OFD lock on Linux and flock(2) on other Unix systems
 // (macOS), where it holds between processes of one host only (tryLock).
 //
-// Imports: internal/ports and golang.org/x/sys/unix.
+// A Store is also a ports.Watcher: Watch pushes the file's states with
+// inotify on its directory (the file is replaced by rename), re-reading the
+// file as Get does on each event, so a standby sees a renewal or a release
+// at once. inotify reports only this host's writes, so on NFS (EFS), SMB,
+// FUSE and the other network and cluster filesystems, and outside Linux,
+// the watch reports one Err and the standby polls every renew_interval, as
+// it does without a watch.
+//
+// Imports: internal/ports, golang.org/x/sys/unix and
+// github.com/fsnotify/fsnotify.
 package file
 
 import (
@@ -69,6 +78,7 @@ type Store struct {
 	lockTimeout time.Duration
 	maxSize     int64
 	swept       atomic.Bool // stale temp files removed (by the first write)
+	hooks       watchHooks  // tests' seams for Watch
 }
 
 var _ ports.ObjectCAS = (*Store)(nil)

@@ -5,6 +5,15 @@
 // leaseDurationSeconds, renewTime, acquireTime) so that
 // `kubectl get lease -o yaml` tells the truth.
 //
+// The store is a ports.Watcher: Watch GETs the Lease, then watches it (the
+// verb watch on leases, one request a few minutes long, resumed from the
+// last resourceVersion when the server ends it), and reports each state as
+// Get would. A watch that fails (the API server unreachable or restarting, a
+// 5xx, the watch verb not granted) is reported once as a Change with Err and
+// retried with a capped exponential backoff; once it is up again the Lease is
+// read and its current state reported. A watch whose resourceVersion expired
+// (410 Gone) reads the Lease again and goes on from there.
+//
 // Imports: internal/ports, internal/domain (the lease record) and client-go.
 package k8s
 
@@ -174,14 +183,20 @@ func (s *Store) Get(ctx context.Context) (ports.Object, error) {
 	if err != nil {
 		return ports.Object{}, s.classify(ctx, "get", err, ports.Precondition{})
 	}
-	data, err := document(&lease)
+	return s.object("get", &lease)
+}
+
+// object is the document a Lease holds and its Version, as Get and the watch
+// report it: a document over the cap is ports.ErrTooLarge with the Version.
+func (s *Store) object(op string, lease *coordinationv1.Lease) (ports.Object, error) {
+	data, err := document(lease)
 	if err != nil {
-		return ports.Object{}, fmt.Errorf("get %s: %w", s, err)
+		return ports.Object{}, fmt.Errorf("%s %s: %w", op, s, err)
 	}
 	v := ports.Version(lease.ResourceVersion)
 	if len(data) > s.maxSize {
-		return ports.Object{Version: v}, fmt.Errorf("get %s: %w: the document is %d bytes, the cap is %d; it is not a document sf2loki wrote: "+
-			"delete the Lease (the daemon then starts from an absent lease)", s, ports.ErrTooLarge, len(data), s.maxSize)
+		return ports.Object{Version: v}, fmt.Errorf("%s %s: %w: the document is %d bytes, the cap is %d; it is not a document sf2loki wrote: "+
+			"delete the Lease (the daemon then starts from an absent lease)", op, s, ports.ErrTooLarge, len(data), s.maxSize)
 	}
 	return ports.Object{Data: data, Version: v}, nil
 }

@@ -97,6 +97,8 @@ type MemoryCAS struct {
 	gen     uint64
 	faults  []*Fault
 	calls   map[Op]int
+	// changed, if set, hears every change of the object, m.mu held.
+	changed func(ports.Change)
 }
 
 var _ ports.ObjectCAS = (*MemoryCAS)(nil)
@@ -166,6 +168,19 @@ func (m *MemoryCAS) Remove() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.exists, m.data, m.version = false, nil, ""
+	m.notify()
+}
+
+// notify reports the current state to changed; m.mu held.
+func (m *MemoryCAS) notify() {
+	if m.changed == nil {
+		return
+	}
+	if !m.exists {
+		m.changed(ports.Change{Absent: true})
+		return
+	}
+	m.changed(ports.Change{Object: ports.Object{Data: bytes.Clone(m.data), Version: m.version}})
 }
 
 // apply stores data and returns its new version; m.mu held.
@@ -179,6 +194,7 @@ func (m *MemoryCAS) apply(data []byte) ports.Version {
 	} else {
 		m.version = ports.Version(strconv.FormatUint(m.gen, 10))
 	}
+	m.notify()
 	return m.version
 }
 
@@ -338,5 +354,6 @@ func (m *MemoryCAS) checkedDelete(pre ports.Precondition) error {
 		return fmt.Errorf("delete %s (%s, stored %q): %w", m, pre, m.version, ports.ErrPreconditionFailed)
 	}
 	m.exists, m.data, m.version = false, nil, ""
+	m.notify()
 	return nil
 }

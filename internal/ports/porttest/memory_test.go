@@ -202,3 +202,15 @@ func TestContractCatchesBrokenStore(t *testing.T) {
 		t.Logf("child output:\n%s", out)
 	}
 }
+
+func TestWatchedMemoryContract(t *testing.T) {
+	porttest.RunWatcher(t, func(*testing.T) porttest.WatchOpener {
+		w := porttest.NewWatchedMemory(porttest.NewMemoryCAS("watched"))
+		return func(*testing.T) interface {
+			ports.ObjectCAS
+			ports.Watcher
+		} {
+			return w
+		}
+	})
+}
