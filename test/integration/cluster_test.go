@@ -87,7 +87,7 @@ state:
 
 func k8sBackend(t testing.TB, kube *testenv.KubeServer, srv *testenv.S3Server, ttl, renew time.Duration) backend {
 	ns := kube.NewNamespace(t)
-	kube.GrantLeases(t, ns, "get", "create", "patch")
+	kube.GrantLeases(t, ns, "get", "create", "patch", "watch")
 	kubeconfig := kube.Kubeconfig(t, testenv.KubeLimitedToken)
 	bucket := srv.NewBucket(t)
 	return backend{name: "k8s_lease+s3", ttl: ttl, renew: renew, url: srv.Endpoint, state: "ha/state.json", bucket: bucket,
