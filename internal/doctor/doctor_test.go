@@ -235,7 +235,7 @@ func TestDoctorK8sWithoutWatchWarns(t *testing.T) {
 	state := fmt.Sprintf("state: {file: {path: %s/state.json}}\n", t.TempDir())
 	ns := kube.NewNamespace(t)
 	kube.GrantLeases(t, ns, "get", "create", "patch")
-	limited := writeConfig(t, fmt.Sprintf("coordinate: {type: k8s_lease, k8s_lease: {namespace: %s, kubeconfig: %s}}\n", ns, kube.Kubeconfig(t, testenv.KubeLimitedToken))+state)
+	limited := testenv.WriteConfig(t, fmt.Sprintf("coordinate: {type: k8s_lease, k8s_lease: {namespace: %s, kubeconfig: %s}}\n", ns, kube.Kubeconfig(t, testenv.KubeLimitedToken))+state)
 	r := Doctor(t.Context(), limited)
 	if c := check(r, "coordinator"); r.ExitCode != 0 || c.Status != Pass || strings.Contains(c.Detail, "watch allowed") {
 		t.Fatalf("without watch: %+v, want exit 0 and the coordinator passing", r)
