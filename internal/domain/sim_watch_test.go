@@ -165,15 +165,5 @@ func (w *world) deliverNote(nt *simNote) {
 		what = "absent"
 	}
 	w.logLocked("%s watch %s → %s", sw.node.name, sw.obj, what)
-	for {
-		select {
-		case sw.ch <- c:
-			return
-		default:
-			select {
-			case <-sw.ch:
-			default:
-			}
-		}
-	}
+	ports.Offer(sw.ch, c)
 }

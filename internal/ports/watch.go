@@ -39,3 +39,20 @@ type Watcher interface {
 	// Watch reports the object's states until ctx ends.
 	Watch(ctx context.Context) <-chan Change
 }
+
+// Offer puts c in ch, a channel of one slot, replacing a Change its reader
+// has not taken yet: the reader always finds the latest state, and the
+// sender never waits for it. Only a channel's sole sender may call it.
+func Offer(ch chan Change, c Change) {
+	for {
+		select {
+		case ch <- c:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
+}

@@ -65,22 +65,9 @@ type fileWatch struct {
 	sent bool
 }
 
-// offer puts c in the one-slot channel, replacing a change the reader has
-// not taken: the reader always finds the latest, and the watch never waits
-// for it. Only the watch's goroutine sends, so the loop ends.
-func (w *fileWatch) offer(c ports.Change) {
-	for {
-		select {
-		case w.out <- c:
-			return
-		default:
-		}
-		select {
-		case <-w.out:
-		default:
-		}
-	}
-}
+// offer puts c in the one-slot channel (ports.Offer): only the watch's
+// goroutine sends.
+func (w *fileWatch) offer(c ports.Change) { ports.Offer(w.out, c) }
 
 // fail offers a broken-watch change.
 func (w *fileWatch) fail(err error) {

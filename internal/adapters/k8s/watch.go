@@ -76,22 +76,9 @@ type watchLoop struct {
 	failures int
 }
 
-// offer puts c in the channel's one slot, replacing a state the reader has
-// not taken yet: a slow reader gets the latest state, and the loop never
-// blocks on it.
-func (w *watchLoop) offer(c ports.Change) {
-	for {
-		select {
-		case w.out <- c:
-			return
-		default:
-		}
-		select {
-		case <-w.out:
-		default:
-		}
-	}
-}
+// offer puts c in the channel's one slot (ports.Offer): only the loop's
+// goroutine sends.
+func (w *watchLoop) offer(c ports.Change) { ports.Offer(w.out, c) }
 
 func (w *watchLoop) run(ctx context.Context) {
 	defer close(w.out)

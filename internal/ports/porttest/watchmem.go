@@ -40,19 +40,8 @@ type memWatch struct {
 
 // send replaces a pending report with c; w.mu held.
 func (mw *memWatch) send(c ports.Change) {
-	if mw.closed {
-		return
-	}
-	for {
-		select {
-		case mw.ch <- c:
-			return
-		default:
-			select {
-			case <-mw.ch:
-			default:
-			}
-		}
+	if !mw.closed {
+		ports.Offer(mw.ch, c)
 	}
 }
 
