@@ -377,3 +377,18 @@ func TestBridgeMaxBytesBoundsTheRealtimeLane(t *testing.T) {
 		t.Fatalf("bridge_max_bytes 0: realtime %+v, want sink.loki.batch.queue_bytes", rt)
 	}
 }
+
+// coordinate.file_lease.watch and k8s_lease.watch (default true) let a
+// standby watch its lease; false makes it poll.
+func TestLeaseWatchSetting(t *testing.T) {
+	for _, ct := range []string{config.CoordinateFileLease, config.CoordinateK8sLease} {
+		c := testenv.Config(ct)
+		if LeaseConfig(c).Poll {
+			t.Fatalf("%s: the default polls; want it to watch", ct)
+		}
+		c.Coordinate.FileLease.Watch, c.Coordinate.K8sLease.Watch = false, false
+		if !LeaseConfig(c).Poll {
+			t.Fatalf("%s: watch: false still watches", ct)
+		}
+	}
+}

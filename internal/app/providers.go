@@ -214,7 +214,8 @@ func LeaseConfig(cfg *config.Config) domain.LeaseConfig {
 			t.HolderID = os.Getenv("HOSTNAME")
 		}
 	}
-	return domain.LeaseConfig{Holder: HolderID(t.HolderID), TTL: t.TTL, RenewInterval: t.RenewInterval}
+	poll := (c.Type == config.CoordinateFileLease && !c.FileLease.Watch) || (c.Type == config.CoordinateK8sLease && !c.K8sLease.Watch)
+	return domain.LeaseConfig{Holder: HolderID(t.HolderID), TTL: t.TTL, RenewInterval: t.RenewInterval, Poll: poll}
 }
 
 // HolderID returns configured, or hostname-pid (buildinfo.Instance) when it

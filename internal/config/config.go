@@ -264,6 +264,7 @@ type LeaseTiming struct {
 type FileLease struct {
 	Path        string `yaml:"path" mapstructure:"path" default:"/var/lib/sf2loki/leader.lease" doc:"The lease file, on storage every replica mounts."`
 	LeaseTiming `yaml:",inline" mapstructure:",squash"`
+	Watch       bool `yaml:"watch" mapstructure:"watch" default:"true" doc:"A standby watches the lease file (inotify) and sees a renewal or a release as it is written, instead of reading it every renew_interval; on NFS, EFS, SMB and FUSE it polls regardless (inotify misses other hosts' writes there). false always polls: for a shared filesystem sf2loki does not recognise as one."`
 }
 
 // K8sLease is a Kubernetes Lease object.
@@ -274,6 +275,7 @@ type K8sLease struct {
 	LeaseDuration time.Duration `yaml:"lease_duration" mapstructure:"lease_duration" default:"30s" min:"2s" max:"24h" doc:"How long a standby must see the Lease unchanged before taking over (the ttl)."`
 	RenewInterval time.Duration `yaml:"renew_interval" mapstructure:"renew_interval" default:"10s" min:"500ms" max:"12h" doc:"How often the leader renews and a standby polls. Must be below lease_duration/2."`
 	Kubeconfig    string        `yaml:"kubeconfig" mapstructure:"kubeconfig" default:"" doc:"A kubeconfig file; blank uses the in-cluster service account."`
+	Watch         bool          `yaml:"watch" mapstructure:"watch" default:"true" doc:"A standby watches the Lease (RBAC watch) and sees a renewal or a release at once, instead of reading it every renew_interval; it polls while the watch is down. false always polls: behind a proxy that cuts long-lived requests."`
 }
 
 // S3Lease is a lease object in S3.

@@ -467,8 +467,10 @@ func (k *LeaseKeeper) decide(obj ports.Object, err error, now time.Time) claimDe
 		wait := min(r, ttl-held)
 		if k.watching {
 			// The watch reports every change: look again only when this
-			// version would have gone stale (a read then confirms it).
-			wait = ttl - held
+			// version would have gone stale (a read then confirms it), or
+			// before a ttl passes without an observation (readiness counts
+			// on one; a watch that went silent is caught by it).
+			wait = min(ttl-held, k.cfg.TTL-r)
 		}
 		return claimDecision{wait: wait, reason: fmt.Sprintf("lease %s, unchanged for %s of %s", what, held.Round(time.Millisecond), ttl),
 			observed: observed}
@@ -819,7 +821,10 @@ func (k *LeaseKeeper) Run(ctx context.Context, cb Callbacks) error {
 	)
 	defer lead.end()
 	watch := k.newLeaseWatch()
-	defer watch.stop()
+	defer func() {
+		watch.stop()
+		k.setWatching(false, "")
+	}()
 	for {
 		k.syncWatch(ctx, watch)
 		wk, err := k.wait(ctx, due, watch.ch)

@@ -56,7 +56,7 @@ func (k *LeaseKeeper) syncWatch(ctx context.Context, w *leaseWatch) {
 	leading := k.role == RoleLeader
 	k.mu.Unlock()
 	switch {
-	case leading && w.ch != nil:
+	case leading:
 		w.stop()
 		k.setWatching(false, "")
 	case !leading && w.ch == nil && !k.clock.Now().Before(w.retryAt):

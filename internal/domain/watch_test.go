@@ -118,9 +118,10 @@ func TestASilentWatchNeverLetsAStandbyClaimEarly(t *testing.T) {
 		if n := ra.count(domain.EventLost) + ra.count(domain.EventFenced); n != 0 {
 			t.Fatalf("the live leader lost its lease %d times", n)
 		}
-		// It looks once per ttl of a version it believes unchanged.
-		if got, most := m.Calls(porttest.OpGet), int(10*time.Minute/ttl)+1; got > most {
-			t.Fatalf("the standby read the lease %d times in 10 minutes, want at most %d (once per ttl)", got, most)
+		// It looks once per ttl−renew_interval of a version it believes
+		// unchanged (an observation within every ttl keeps it ready).
+		if got, most := m.Calls(porttest.OpGet), int(10*time.Minute/(ttl-renew))+1; got > most {
+			t.Fatalf("the standby read the lease %d times in 10 minutes, want at most %d (once per ttl−renew)", got, most)
 		}
 		stopA()
 		_ = b
@@ -180,6 +181,30 @@ func TestABrokenWatchFallsBackToPollingAndResumes(t *testing.T) {
 		}
 		if a.Status().Role != domain.RoleLeader {
 			t.Fatal("the leader lost its lease")
+		}
+	})
+}
+
+// A watching standby that hears nothing (a dead holder whose lease names a
+// longer ttl than ours) still observes the lease within every ttl of ours:
+// readiness counts on it, and a silent watch is caught by it.
+func TestAWatchingStandbyObservesWithinEveryTTL(t *testing.T) {
+	bubble(t, func(t *testing.T, clk *porttest.FakeClock) {
+		m := porttest.NewWatchedMemory(porttest.NewMemoryCAS("lease"))
+		plant(m.MemoryCAS, domain.LeaseRecord{Holder: "dead", Instance: "dead-1", Epoch: 4, TTL: (2 * ttl).String()})
+		b, _ := newKeeper(t, m, clk, "b")
+		stop := runWith(t, clk, b, nopCallbacks)
+		defer stop()
+		settle(t, clk, time.Minute, func() bool { return b.Status().Watching })
+		end := clk.Now().Add(2*ttl + renew)
+		for clk.Now().Before(end) && b.Status().Role != domain.RoleLeader {
+			if st := b.Status(); clk.Now().Sub(st.LastObserved) >= ttl {
+				t.Fatalf("at +%s the watching standby last observed the lease %s ago, not within ttl %s", clk.Now().Sub(t0), clk.Now().Sub(st.LastObserved), ttl)
+			}
+			advance(t, clk, time.Second)
+		}
+		if b.Status().Role != domain.RoleLeader {
+			t.Fatal("the dead holder's lease (ttl 60s) was not taken over")
 		}
 	})
 }

@@ -12,7 +12,9 @@ type Change struct {
 	// Err, when set, reports that the watch broke (the connection dropped,
 	// the store refused it, its history expired): changes may be missed
 	// until the next Change without Err, which carries the current state
-	// again. Readers poll meanwhile.
+	// again. Readers poll meanwhile. One exception: an Err wrapping
+	// ErrTooLarge, with Object.Version set, is a state (a document over the
+	// size cap, exactly as Get reports it), not a broken watch.
 	Err error
 }
 

@@ -133,16 +133,23 @@ func (w *fileWatch) run(ctx context.Context) {
 			retry = min(2*retry, watchRetryMax)
 			continue
 		}
-		retry = watchRetryMin
+		began := time.Now()
 		err = w.follow(ctx, n, dir)
 		_ = n.Close()
-		if errors.Is(err, errDirGone) {
-			// Watch the directory anew (creating it again) and report the
-			// file's state there: nothing was missed, nothing is broken.
-			continue
+		if time.Since(began) > watchRetryMax {
+			retry = watchRetryMin // it lived: the next failure is a new one
 		}
+		if err != nil && !errors.Is(err, errDirGone) {
+			w.fail(fmt.Errorf("watch %s: %w: %w; watching again in %s", w.s, ErrNoNotifications, err, retry))
+		}
+		// A directory removed or moved is watched anew (created again) and
+		// the file's state there reported: nothing was missed. Either way a
+		// watch that keeps ending is set up again no faster than the backoff.
 		if err != nil {
-			w.fail(fmt.Errorf("watch %s: %w: %w; watching again", w.s, ErrNoNotifications, err))
+			if !sleep(ctx, retry) {
+				return
+			}
+			retry = min(2*retry, watchRetryMax)
 		}
 	}
 }
@@ -213,6 +220,7 @@ func (w *fileWatch) follow(ctx context.Context, n *fsnotify.Watcher, dir string)
 		retry = min(2*retry, watchRetryMax)
 	}
 	reread()
+	errPause := watchRetryMin / 4 // after an inotify error (overflow)
 	for {
 		select {
 		case <-ctx.Done():
@@ -228,14 +236,20 @@ func (w *fileWatch) follow(ctx context.Context, n *fsnotify.Watcher, dir string)
 				// inotify dropped the watch with the directory.
 				return fmt.Errorf("%w: %s", errDirGone, ev)
 			case ev.Name == w.s.path:
+				errPause = watchRetryMin / 4
 				reread()
 			}
 		case err, ok := <-n.Errors:
 			if !ok {
 				return errors.New("the inotify watcher closed")
 			}
-			// A queue overflow loses events: say so, then the current state.
-			w.fail(fmt.Errorf("watch %s: %w: %w; reading the file again", w.s, ErrNoNotifications, err))
+			// A queue overflow loses events: say so, then the current
+			// state, after a pause that doubles while errors keep coming.
+			w.fail(fmt.Errorf("watch %s: %w: %w; reading the file again in %s", w.s, ErrNoNotifications, err, errPause))
+			if !sleep(ctx, errPause) {
+				return nil
+			}
+			errPause = min(2*errPause, watchRetryMax)
 			reread()
 		}
 	}

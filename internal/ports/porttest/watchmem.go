@@ -1,6 +1,7 @@
 package porttest
 
 import (
+	"bytes"
 	"context"
 	"sync"
 
@@ -57,18 +58,23 @@ func (w *WatchedMemory) report(c ports.Change) {
 	}
 }
 
-// current is the object's state as a Change.
-func (w *WatchedMemory) current() ports.Change {
-	if obj, ok := w.Peek(); ok {
-		return ports.Change{Object: obj}
+// currentLocked is the object's state as a Change; w.MemoryCAS.mu held
+// (taken before w.mu, as report's caller does, so that no write lands
+// between the read and the registration or the resumption).
+func (w *WatchedMemory) currentLocked() ports.Change {
+	m := w.MemoryCAS
+	if !m.exists {
+		return ports.Change{Absent: true}
 	}
-	return ports.Change{Absent: true}
+	return ports.Change{Object: ports.Object{Data: bytes.Clone(m.data), Version: m.version}}
 }
 
 // Watch implements ports.Watcher.
 func (w *WatchedMemory) Watch(ctx context.Context) <-chan ports.Change {
 	mw := &memWatch{ch: make(chan ports.Change, 1)}
-	cur := w.current()
+	w.MemoryCAS.mu.Lock()
+	defer w.MemoryCAS.mu.Unlock()
+	cur := w.currentLocked()
 	w.mu.Lock()
 	w.starts++
 	w.watches[mw] = struct{}{}
@@ -107,7 +113,9 @@ func (w *WatchedMemory) Break(err error) {
 
 // Resume ends a Break: every watch gets the current state.
 func (w *WatchedMemory) Resume() {
-	cur := w.current()
+	w.MemoryCAS.mu.Lock()
+	defer w.MemoryCAS.mu.Unlock()
+	cur := w.currentLocked()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.broken = false
