@@ -1,7 +1,6 @@
 package app
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -78,24 +77,14 @@ type lokiLines struct {
 }
 
 func (l *lokiLines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	zr, err := gzip.NewReader(r.Body)
+	streams, err := testenv.DecodeLokiPush(r)
 	if err != nil {
-		http.Error(w, err.Error(), 400)
-		return
-	}
-	var body struct {
-		Streams []struct {
-			Stream map[string]string `json:"stream"`
-			Values [][]any           `json:"values"`
-		} `json:"streams"`
-	}
-	if err := json.NewDecoder(zr).Decode(&body); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range body.Streams {
+	for _, s := range streams {
 		for _, v := range s.Values {
 			l.lines[s.Stream["org"]] = append(l.lines[s.Stream["org"]], fmt.Sprint(v[1]))
 		}

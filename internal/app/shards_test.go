@@ -1,9 +1,7 @@
 package app
 
 import (
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 // jsonLoki records the streams' labels of Loki JSON pushes.
@@ -25,24 +24,14 @@ type jsonLoki struct {
 }
 
 func (l *jsonLoki) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	zr, err := gzip.NewReader(r.Body)
+	streams, err := testenv.DecodeLokiPush(r)
 	if err != nil {
-		http.Error(w, err.Error(), 400)
-		return
-	}
-	var body struct {
-		Streams []struct {
-			Stream map[string]string `json:"stream"`
-			Values [][]any           `json:"values"`
-		} `json:"streams"`
-	}
-	if err := json.NewDecoder(zr).Decode(&body); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range body.Streams {
+	for _, s := range streams {
 		keys := make([]string, 0, len(s.Stream))
 		for k, v := range s.Stream {
 			if k == "org" || k == "environment" || k == "sf_org_id" {

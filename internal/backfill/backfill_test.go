@@ -2,7 +2,6 @@ package backfill_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,25 +55,15 @@ func (l *lokiRows) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, body, refuse)
 		return
 	}
-	zr, err := gzip.NewReader(r.Body)
+	streams, err := testenv.DecodeLokiPush(r)
 	if err != nil {
-		http.Error(w, err.Error(), 400)
-		return
-	}
-	var push struct {
-		Streams []struct {
-			Stream map[string]string `json:"stream"`
-			Values [][]any           `json:"values"`
-		} `json:"streams"`
-	}
-	if err := json.NewDecoder(zr).Decode(&push); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
 	}
 	l.mu.Lock()
 	n := l.pushes
 	l.pushes++
-	for _, s := range push.Streams {
+	for _, s := range streams {
 		for _, v := range s.Values {
 			ns, _ := strconv.ParseInt(v[0].(string), 10, 64)
 			var fields map[string]string
