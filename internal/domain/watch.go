@@ -59,10 +59,17 @@ func (k *LeaseKeeper) syncWatch(ctx context.Context, w *leaseWatch) {
 	case leading:
 		w.stop()
 		k.setWatching(false, "")
-	case !leading && w.ch == nil && !k.clock.Now().Before(w.retryAt):
+	case w.ch == nil && !k.clock.Now().Before(w.retryAt):
 		wctx, cancel := context.WithCancel(ctx)
 		w.ch, w.cancel, w.live = w.src.Watch(wctx), cancel, false
 	}
+}
+
+// watchDown reports whether a broken watch was reported and not resumed.
+func (k *LeaseKeeper) watchDown() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.watchWhy != ""
 }
 
 func (k *LeaseKeeper) setWatching(on bool, why string) {
@@ -84,7 +91,7 @@ func (k *LeaseKeeper) onChange(ctx context.Context, w *leaseWatch, wk keeperWake
 		return k.Step(ctx), true
 	case c.Err != nil && !errors.Is(c.Err, ports.ErrTooLarge):
 		broken := fmt.Sprintf("the watch is down (%v); polling every renew_interval until it resumes", c.Err)
-		if !w.live && k.Status().WatchBroken != "" {
+		if !w.live && k.watchDown() {
 			k.setWatching(false, broken)
 			return StepResult{}, false
 		}
@@ -94,7 +101,7 @@ func (k *LeaseKeeper) onChange(ctx context.Context, w *leaseWatch, wk keeperWake
 		// It may have missed a change: read the lease now.
 		return k.Step(ctx), true
 	}
-	if !w.live && k.Status().WatchBroken != "" {
+	if !w.live && k.watchDown() {
 		k.log.Info("the lease watch resumed; the standby no longer polls")
 	}
 	w.live = true
