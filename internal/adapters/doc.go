@@ -7,6 +7,7 @@
 //
 // Imports: adapters import internal/ports (and may use internal/domain record
 // types and internal/domain/shape), their SDKs and other adapters (redact,
-// lograte, clock; pubsub builds on salesforce); they never import internal/app
-// or internal/config (make lint enforces both).
+// lograte, clock; pubsub builds on salesforce), and the vendor rules they
+// share with internal/config (internal/sfrules, internal/lokirules); they
+// never import internal/app or internal/config (make lint enforces both).
 package adapters

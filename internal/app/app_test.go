@@ -19,9 +19,9 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/sf2loki/sf2loki/internal/adapters/loki"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/lokirules"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
 	"github.com/sf2loki/sf2loki/internal/telemetry"
 	"github.com/sf2loki/sf2loki/internal/testenv"
@@ -354,7 +354,7 @@ func TestTracesExportOverOTLPHTTP(t *testing.T) {
 // TestConfigLabelsAreLokiLabels: what check accepts, the sink accepts.
 func TestConfigLabelsAreLokiLabels(t *testing.T) {
 	for _, l := range config.StaticLabels {
-		if !slices.Contains(loki.AllowedLabels, l) {
+		if !slices.Contains(lokirules.AllowedLabels, l) {
 			t.Errorf("config allows label %q, the Loki sink refuses it", l)
 		}
 	}

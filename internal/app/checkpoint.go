@@ -12,6 +12,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/internal/adapters/synthetic"
 	"github.com/sf2loki/sf2loki/internal/domain"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // checkKey refuses a key that cannot be shown or typed back: empty, with
@@ -53,12 +54,12 @@ func CheckCheckpoint(key, value string) error {
 	var nameErr, valueErr error
 	switch family + ":" {
 	case salesforce.SOQLKeyPrefix:
-		if !salesforce.ValidName(name) {
+		if !sfrules.ValidName(name) {
 			nameErr = fmt.Errorf("%q is not an object name (letters, digits and _)", name)
 		}
 		valueErr = salesforce.CheckSOQLCheckpoint(value)
 	case salesforce.ELFKeyPrefix:
-		if !salesforce.ValidName(name) {
+		if !sfrules.ValidName(name) {
 			nameErr = fmt.Errorf("%q is not an event type name (letters, digits and _)", name)
 		}
 		valueErr = salesforce.CheckELFCheckpoint(value)
@@ -68,7 +69,7 @@ func CheckCheckpoint(key, value string) error {
 		}
 		valueErr = salesforce.CheckApexLogCheckpoint(value)
 	case pubsub.KeyPrefix:
-		if !pubsub.ValidTopic(name) {
+		if !sfrules.ValidTopic(name) {
 			nameErr = fmt.Errorf("%q is not a topic (/event/<Name> or /data/<Name>)", name)
 		}
 		valueErr = pubsub.CheckReplayID(value)

@@ -13,6 +13,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/telemetry"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
@@ -80,7 +81,7 @@ func TestOrgLimitsPoller(t *testing.T) {
 	lim.SetForbidden(true)
 	srv := httptest.NewServer(&fakesf.ApexOrg{Limits: lim})
 	defer srv.Close()
-	auth, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	auth, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

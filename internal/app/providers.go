@@ -19,6 +19,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
@@ -331,13 +332,13 @@ func NewSalesforceAuthObserved(org string, sf config.Salesforce, pause time.Dura
 		c.Throttled = func(api string) { t.SalesforceThrottled(org, api) }
 	}
 	switch sf.AuthMode {
-	case salesforce.JWTBearer:
+	case sfrules.JWTBearer:
 		key, err := salesforce.LoadSecret("private_key", sf.PrivateKey, sf.PrivateKeyFile)
 		if err != nil {
 			return nil, err
 		}
 		c.PrivateKeyPEM = []byte(key)
-	case salesforce.ClientCredentials:
+	case sfrules.ClientCredentials:
 		secret, err := salesforce.LoadSecret("client_secret", sf.ClientSecret, sf.ClientSecretFile)
 		if err != nil {
 			return nil, err

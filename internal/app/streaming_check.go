@@ -13,6 +13,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
 
@@ -48,7 +49,7 @@ func streamSilent(watermark, stored, now time.Time, margin time.Duration) bool {
 // StreamingOffText is the fix for a stream whose streaming is off; named
 // says whether sources.pubsub.topics names it (else a "*" found it, and
 // only an exclude leaves it out).
-func StreamingOffText(s salesforce.RTEMStream, named bool) string {
+func StreamingOffText(s sfrules.RTEMStream, named bool) string {
 	leave := "remove the topic /event/" + s.Stream
 	if !named {
 		leave = fmt.Sprintf("add /event/%s to sources.pubsub.exclude (\"*\" subscribes to every stream)", s.Stream)
@@ -57,7 +58,7 @@ func StreamingOffText(s salesforce.RTEMStream, named bool) string {
 }
 
 // NotListedText says what a stream Event Manager does not list means.
-func NotListedText(s salesforce.RTEMStream, named bool) string {
+func NotListedText(s sfrules.RTEMStream, named bool) string {
 	return fmt.Sprintf("Event Manager does not list %s: its streaming was probably never turned on, or the org lacks Real-Time Event Monitoring "+
 		"(Shield or Event Monitoring); %s", s.Stream, StreamingOffText(s, named))
 }
@@ -130,7 +131,7 @@ func (c *streamCheck) run(ctx context.Context) {
 	c.mu.Lock()
 	c.since = c.clock.Now().Add(subscribeGrace)
 	c.mu.Unlock()
-	var pairs map[string]salesforce.RTEMStream
+	var pairs map[string]sfrules.RTEMStream
 	for {
 		if pairs == nil {
 			if pairs = c.pairs(ctx); pairs != nil {
@@ -152,15 +153,15 @@ func (c *streamCheck) run(ctx context.Context) {
 
 // pairs are the subscribed topics with a storage object (nil while the
 // topics cannot be listed).
-func (c *streamCheck) pairs(ctx context.Context) map[string]salesforce.RTEMStream {
+func (c *streamCheck) pairs(ctx context.Context) map[string]sfrules.RTEMStream {
 	topics, err := c.topics(ctx)
 	if err != nil && len(topics) == 0 {
 		c.log.Debug("pubsub: cannot list the topics to cross-check with their storage objects yet", "error", err)
 		return nil
 	}
-	out := map[string]salesforce.RTEMStream{}
+	out := map[string]sfrules.RTEMStream{}
 	for _, t := range topics {
-		if s, ok := salesforce.RTEMStreamOf(t); ok {
+		if s, ok := sfrules.RTEMStreamOf(t); ok {
 			out[t] = s
 		}
 	}
@@ -172,7 +173,7 @@ func (c *streamCheck) pairs(ctx context.Context) map[string]salesforce.RTEMStrea
 // cross-check (and costs no query), one that is off or unlisted has been
 // warned about. Without the switches every stream stays for the
 // cross-check.
-func (c *streamCheck) readSwitches(ctx context.Context, pairs map[string]salesforce.RTEMStream) {
+func (c *streamCheck) readSwitches(ctx context.Context, pairs map[string]sfrules.RTEMStream) {
 	if len(pairs) == 0 || c.switches == nil {
 		return
 	}
@@ -200,7 +201,7 @@ func (c *streamCheck) readSwitches(ctx context.Context, pairs map[string]salesfo
 
 // check compares one stream with its storage object; false when the
 // object cannot be asked (the check stops for the topic).
-func (c *streamCheck) check(ctx context.Context, topic string, s salesforce.RTEMStream) bool {
+func (c *streamCheck) check(ctx context.Context, topic string, s sfrules.RTEMStream) bool {
 	now := c.clock.Now()
 	wm, delivered := c.watermark(topic)
 	if !now.Add(-streamMargin).After(wm) {

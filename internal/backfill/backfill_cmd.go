@@ -22,6 +22,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/app"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // Label is the stream label a backfill adds to its entries (on by
@@ -153,7 +154,7 @@ func (o backfillOptions) plan(cmd *cobra.Command, cfg *config.Config, now time.T
 		return p, usageErr("no event types to load: pass --event-types API,Login (or *), or set sources.eventlogfile.event_types")
 	}
 	for _, t := range p.types {
-		if t != "*" && !salesforce.ValidName(t) {
+		if t != "*" && !sfrules.ValidName(t) {
 			return p, usageErr("--event-types: %q is not an event type (letters, digits and _) or *", t)
 		}
 	}

@@ -3,6 +3,7 @@
 // example, reference and JSON Schema.
 //
 // Imports: the standard library, configuration libraries, internal/domain
-// (and its shape package) and the adapters whose rules it checks at load
-// (salesforce, pubsub); never app.
+// (and its shape package) and the vendor rules it checks at load
+// (internal/sfrules, internal/lokirules, which the adapters apply too);
+// never the adapters or app (enforced by lint).
 package config

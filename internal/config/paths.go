@@ -9,7 +9,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // pathKeys are the keys whose value names a file, as the schema spells
@@ -148,7 +148,7 @@ func (c *Config) fileProblems() []Problem {
 		b, err := os.ReadFile(file)
 		switch {
 		case err != nil:
-			shown, problem := file, salesforce.FileProblem(err)
+			shown, problem := file, sfrules.FileProblem(err)
 			if abs, aerr := filepath.Abs(file); aerr == nil && !filepath.IsAbs(file) {
 				// Still relative: set by an SF2LOKI_* variable (or without a
 				// configuration file), so read from the working directory.
@@ -171,17 +171,17 @@ func (c *Config) fileProblems() []Problem {
 		}
 		p, sf := o.prefix, o.sf
 		switch sf.AuthMode {
-		case salesforce.JWTBearer:
+		case sfrules.JWTBearer:
 			if strings.TrimSpace(sf.PrivateKey) != "" {
-				if _, err := salesforce.ParsePrivateKey([]byte(strings.TrimSpace(sf.PrivateKey))); err != nil {
+				if _, err := sfrules.ParsePrivateKey([]byte(strings.TrimSpace(sf.PrivateKey))); err != nil {
 					add(p+"salesforce.private_key", "the value %v", err)
 				}
 			} else if b, ok := read(p+"salesforce.private_key_file", sf.PrivateKeyFile, false); ok {
-				if _, err := salesforce.ParsePrivateKey(b); err != nil {
+				if _, err := sfrules.ParsePrivateKey(b); err != nil {
 					add(p+"salesforce.private_key_file", "%s %v", sf.PrivateKeyFile, err)
 				}
 			}
-		case salesforce.ClientCredentials:
+		case sfrules.ClientCredentials:
 			if strings.TrimSpace(sf.ClientSecret) == "" {
 				read(p+"salesforce.client_secret_file", sf.ClientSecretFile, false)
 			}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 const trapsBase = "salesforce: {auth_mode: jwt_bearer, client_id: ck, username: u, private_key_file: /k}\nsink: {loki: {url: http://loki:3100/loki/api/v1/push}}\n"
@@ -59,14 +59,14 @@ func TestEventLogFileTypesAreSalesforces(t *testing.T) {
 // the free ones among them.
 func TestEventLogFileTypeList(t *testing.T) {
 	seen := map[string]bool{}
-	for _, ty := range salesforce.EventLogFileTypes {
-		if seen[strings.ToLower(ty)] || !salesforce.ValidName(ty) {
+	for _, ty := range sfrules.EventLogFileTypes {
+		if seen[strings.ToLower(ty)] || !sfrules.ValidName(ty) {
 			t.Errorf("%q twice or not a name", ty)
 		}
 		seen[strings.ToLower(ty)] = true
 	}
-	for _, ty := range salesforce.FreeEventLogFileTypes {
-		if !slices.Contains(salesforce.EventLogFileTypes, ty) {
+	for _, ty := range sfrules.FreeEventLogFileTypes {
+		if !slices.Contains(sfrules.EventLogFileTypes, ty) {
 			t.Errorf("free type %s is not in the list", ty)
 		}
 	}

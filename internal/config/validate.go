@@ -15,8 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
-	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // loopback reports whether host is this machine (a local proxy or a test).
@@ -237,17 +236,17 @@ func (c *Config) validateOrg(o orgSection, add, addOnce func(path, format string
 		}
 		if u, err := url.Parse(sf.SalesforceLoginURL()); err != nil || u.Host == "" {
 			addOnce(p+"salesforce.login_url", "%q is not an https URL (plain http only to a loopback address)", sf.LoginURL)
-		} else if what, use := salesforce.NotALoginHost(u.Hostname()); what != "" {
+		} else if what, use := sfrules.NotALoginHost(u.Hostname()); what != "" {
 			addOnce(p+"salesforce.login_url", "%s is %s, which has no OAuth token endpoint: use the org's My Domain login URL, %s "+
 				"(Setup > My Domain; a sandbox's ends in .sandbox.my.salesforce.com)", sf.LoginURL, what, use)
 		} else if u.Scheme != "https" && !loopback(u.Hostname()) {
 			addOnce(p+"salesforce.login_url", "%s is plain %s: Salesforce takes the token request (the key's assertion or the client secret) over https only; "+
 				"write https://%s (plain http is allowed only to a loopback address, for a local test server)", sf.LoginURL, u.Scheme, u.Host)
-		} else if h := strings.ToLower(u.Hostname()); sf.AuthMode == "client_credentials" && salesforce.GenericLoginHost(h) {
+		} else if h := strings.ToLower(u.Hostname()); sf.AuthMode == "client_credentials" && sfrules.GenericLoginHost(h) {
 			addOnce(p+"salesforce.login_url", "client_credentials needs the org's My Domain URL, not %s: Salesforce does not support the flow on the generic login hosts", h)
 		}
 		if u, err := url.Parse(sf.JWTAudienceURL); err == nil && sf.JWTAudienceURL != "" {
-			if what, use := salesforce.NotALoginHost(u.Hostname()); what != "" {
+			if what, use := sfrules.NotALoginHost(u.Hostname()); what != "" {
 				addOnce(p+"salesforce.jwt_audience", "%s is %s: the audience is https://login.salesforce.com (production), https://test.salesforce.com (a sandbox) "+
 					"or an Experience Cloud site's URL; leave jwt_audience blank for the first two, and set login_url to %s", sf.JWTAudienceURL, what, use)
 			}
@@ -260,29 +259,29 @@ func (c *Config) validateOrg(o orgSection, add, addOnce func(path, format string
 	for i, obj := range o.src.EventlogObjects.Objects {
 		path := fmt.Sprintf("%ssources.eventlog_objects.objects[%d]", p, i)
 		switch {
-		case !salesforce.ValidName(obj.Name):
+		case !sfrules.ValidName(obj.Name):
 			add(path+".name", "%q is not an object API name (letters, digits and _ only)", obj.Name)
 		case names[obj.Name]:
 			add(path+".name", "%s is listed twice", obj.Name)
 		}
 		names[obj.Name] = true
-		if !salesforce.ValidName(obj.TimestampField) {
+		if !sfrules.ValidName(obj.TimestampField) {
 			add(path+".timestamp_field", "%q is not a field API name (letters, digits and _ only)", obj.TimestampField)
 		}
-		if _, err := salesforce.IsBigObject(obj.Name, obj.BigObject); err != nil {
+		if _, err := sfrules.IsBigObject(obj.Name, obj.BigObject); err != nil {
 			add(path+".big_object", "%q is not auto, true or false", obj.BigObject)
 		}
 	}
 	if elf := o.src.EventLogFile; len(elf.EventTypes) > 0 {
 		for _, t := range elf.EventTypes {
-			if t != "*" && !salesforce.ValidName(t) {
+			if t != "*" && !sfrules.ValidName(t) {
 				add(p+"sources.eventlogfile.event_types", "%q is not an event type name (letters, digits and _) or \"*\"", t)
 			}
 		}
 	}
 	if ps := o.src.PubSub; len(ps.Topics) > 0 {
 		for _, t := range ps.Topics {
-			if t != "*" && !pubsub.ValidTopic(t) {
+			if t != "*" && !sfrules.ValidTopic(t) {
 				add(p+"sources.pubsub.topics", "%q is not a topic: /event/<Name>, /data/<Name> or \"*\"", t)
 			}
 		}

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sf2loki/sf2loki/internal/adapters/loki"
-	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/lokirules"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 var (
@@ -50,8 +50,8 @@ func (c *Config) checkELFTypes(orgs []orgSection, add func(path, format string, 
 				switch {
 				case !labelName.MatchString(l):
 					add(lat, "%q is not a Loki label name ([A-Za-z_][A-Za-z0-9_]*); ship the column as structured metadata instead", l)
-				case slices.Contains(loki.AllowedLabels, strings.ToLower(l)):
-					add(lat, "%s is a label sf2loki sets itself (%s); promote another column", l, strings.Join(loki.AllowedLabels, ", "))
+				case slices.Contains(lokirules.AllowedLabels, strings.ToLower(l)):
+					add(lat, "%s is a label sf2loki sets itself (%s); promote another column", l, strings.Join(lokirules.AllowedLabels, ", "))
 				case dropped[l]:
 					add(lat, "a drop_field transform of sources.eventlogfile removes %s, so the label would never be set; remove the label, or hash or mask the column instead", l)
 				}
@@ -78,7 +78,7 @@ const supportedTypesPage = "https://developer.salesforce.com/docs/atlas.en-us.ob
 // storage object name given as an EventLogFile type belongs ("" when t is
 // neither).
 func realTimeEventName(t string) string {
-	for _, s := range salesforce.RTEMStreams {
+	for _, s := range sfrules.RTEMStreams {
 		if strings.EqualFold(t, s.Stream) || strings.EqualFold(t, s.Storage) {
 			return fmt.Sprintf("stream it with sources.pubsub.topics: [/event/%s], or poll its storage object with sources.eventlog_objects.objects: [%s]", s.Stream, s.Storage)
 		}
@@ -87,7 +87,7 @@ func realTimeEventName(t string) string {
 }
 
 // checkELFTypeNames checks sources.eventlogfile.event_types against the
-// types Salesforce documents (salesforce.EventLogFileTypes), matched
+// types Salesforce documents (sfrules.EventLogFileTypes), matched
 // without regard to case. A name within two edits of a documented type is
 // a misspelling of it and refused, naming it; any other unknown name is a
 // warning (Salesforce adds types with new releases).
@@ -97,7 +97,7 @@ func checkELFTypeNames(prefix string, types []string, add func(path, format stri
 		if t == "*" || !elfTypeName.MatchString(t) {
 			continue // validateOrg reports a name that is no name
 		}
-		if _, ok := salesforce.DocumentedEventLogFileType(t); ok {
+		if _, ok := sfrules.DocumentedEventLogFileType(t); ok {
 			continue
 		}
 		if where := realTimeEventName(t); where != "" {
@@ -105,7 +105,7 @@ func checkELFTypeNames(prefix string, types []string, add func(path, format stri
 			continue
 		}
 		closest, d := "", len(t)
-		for _, known := range salesforce.EventLogFileTypes {
+		for _, known := range sfrules.EventLogFileTypes {
 			if dk := distance(strings.ToLower(t), strings.ToLower(known)); dk < d {
 				closest, d = known, dk
 			}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sf2loki/sf2loki/internal/adapters/loki"
+	"github.com/sf2loki/sf2loki/internal/lokirules"
 )
 
 // checkLokiClient checks sink.loki.tls and sink.loki.headers. The TLS
@@ -29,7 +29,7 @@ func (c *Config) checkLokiClient(add func(path, format string, args ...any)) {
 		auth = true
 	}
 	for _, k := range slices.Sorted(maps.Keys(l.Headers)) {
-		if msg := loki.HeaderProblem(k, l.Headers[k], l.TenantID != "", auth); msg != "" {
+		if msg := lokirules.HeaderProblem(k, l.Headers[k], l.TenantID != "", auth); msg != "" {
 			add("sink.loki.headers."+k, "%s", msg)
 		}
 	}

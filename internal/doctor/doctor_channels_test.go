@@ -8,6 +8,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
@@ -58,7 +59,7 @@ sink: {loki: {url: %s/loki/api/v1/push}}
 	}
 	// The rest without the other checks: the org's auth, a shard's
 	// configuration.
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: web.URL, ClientID: "ck", ClientSecret: "x"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: web.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestCheckChannelsComparesCategoriesAndOtherEntries(t *testing.T) {
 	ch.AddChannel("Sales__chn", "data")
 	srv := httptest.NewServer(&fakesf.Org{Channels: ch})
 	defer srv.Close()
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/app"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // noTraceFlag is the traceflags check's warning.
@@ -103,9 +104,9 @@ func checkEventManager(ctx context.Context, cfg *config.Config, a *salesforce.Au
 	topics, _ := src.Topics(ctx) // a failed "*" listing is the pubsub check's row
 	_ = src.Close()
 	var streams []string
-	pairs := map[string]salesforce.RTEMStream{}
+	pairs := map[string]sfrules.RTEMStream{}
 	for _, t := range topics {
-		if s, ok := salesforce.RTEMStreamOf(t); ok {
+		if s, ok := sfrules.RTEMStreamOf(t); ok {
 			streams = append(streams, s.Stream)
 			pairs[t] = s
 		}

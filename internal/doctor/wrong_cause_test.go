@@ -14,6 +14,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/app"
 	"github.com/sf2loki/sf2loki/internal/config"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/telemetry"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
@@ -44,7 +45,7 @@ func unresolvableOrg(t *testing.T) *salesforce.Auth {
 			`"id":"https://login.salesforce.com/id/00D000000000001EAA/005000000000001AAA"}`))
 	}))
 	t.Cleanup(srv.Close)
-	auth, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x",
+	auth, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x",
 		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: invalidDNS}}})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func TestLimitsPollerNamesADNSFailure(t *testing.T) {
 		t.Errorf("a DNS failure reported as a missing permission:\n%s", out)
 	}
 	// doctor's limits row says the same.
-	cfg.Salesforce.AuthMode = salesforce.ClientCredentials
+	cfg.Salesforce.AuthMode = sfrules.ClientCredentials
 	rows := checkLimits(t.Context(), cfg, auth)
 	if len(rows) != 1 || rows[0].Status != Warn || !strings.Contains(rows[0].Detail, "nonexistent.invalid does not resolve") ||
 		strings.Contains(rows[0].Detail, "View Setup") {
@@ -100,7 +101,7 @@ func TestLimitsProblemNamesThePermissionOn403(t *testing.T) {
 	lim.SetForbidden(true)
 	srv := httptest.NewServer(&fakesf.ApexOrg{Limits: lim})
 	defer srv.Close()
-	auth, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	auth, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,8 @@
 // TLS (mutual TLS too) and through the environment's proxy, with extra
 // headers. Config.Print makes it a dry run that prints the entries instead.
 //
-// Imports: internal/ports, net/http, crypto/tls, protowire and s2 (snappy).
+// Imports: internal/ports, internal/lokirules, net/http, crypto/tls, protowire
+// and s2 (snappy).
 package loki
 
 import (
@@ -30,13 +31,9 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/lograte"
 	"github.com/sf2loki/sf2loki/internal/adapters/redact"
 	"github.com/sf2loki/sf2loki/internal/buildinfo"
+	"github.com/sf2loki/sf2loki/internal/lokirules"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
-
-// AllowedLabels are the only stream labels sf2loki sets: everything else
-// (user ids, IPs, request ids) belongs in structured metadata, or Loki's
-// stream count explodes.
-var AllowedLabels = []string{"job", "service_name", "source", "event_type", "sf_org_id", "environment", "org"}
 
 // Defaults.
 const (
@@ -80,7 +77,7 @@ type Config struct {
 	// nil; the client's transport honours HTTP_PROXY, HTTPS_PROXY and
 	// NO_PROXY either way).
 	TLS TLS
-	// Headers are extra headers sent on every push (HeaderProblem says
+	// Headers are extra headers sent on every push (lokirules.HeaderProblem says
 	// which may not be set). Their values are secrets: never logged.
 	Headers map[string]string
 	// Print, when set, receives every entry a push would send as one JSON
@@ -238,8 +235,8 @@ func New(cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("sink.loki.encoding %q is not protobuf or json", cfg.Encoding)
 	}
 	for k := range cfg.Labels {
-		if !slices.Contains(AllowedLabels, k) {
-			return nil, fmt.Errorf("sink.loki.labels.%s: not an allowed label (%v); put high-cardinality fields in structured metadata", k, AllowedLabels)
+		if !slices.Contains(lokirules.AllowedLabels, k) {
+			return nil, fmt.Errorf("sink.loki.labels.%s: not an allowed label (%v); put high-cardinality fields in structured metadata", k, lokirules.AllowedLabels)
 		}
 		if k == "source" || k == "event_type" {
 			return nil, fmt.Errorf("sink.loki.labels.%s: set by each source, not statically", k)
@@ -316,8 +313,8 @@ var _ ports.Sink = (*Labelled)(nil)
 // entry. Only the allowed labels may be set.
 func (s *Sink) WithLabels(extra map[string]string) (*Labelled, error) {
 	for k := range extra {
-		if !slices.Contains(AllowedLabels, k) || k == "source" || k == "event_type" {
-			return nil, fmt.Errorf("loki: label %q may not be set per org (allowed: %v)", k, AllowedLabels)
+		if !slices.Contains(lokirules.AllowedLabels, k) || k == "source" || k == "event_type" {
+			return nil, fmt.Errorf("loki: label %q may not be set per org (allowed: %v)", k, lokirules.AllowedLabels)
 		}
 	}
 	v := &Labelled{sink: s}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // ApexLogKey is the ApexLog source's checkpoint key; its value is a
@@ -40,7 +40,7 @@ type ApexLogSpec struct {
 	PollInterval time.Duration // default 1m
 	Lookback     time.Duration // first run: from now − lookback; default 1h
 	// Users, if set, keeps the logs of these users only (their
-	// usernames: LogUser.Username IN (…)); each must pass ValidUsername.
+	// usernames: LogUser.Username IN (…)); each must pass sfrules.ValidUsername.
 	Users []string
 	// MaxBodyBytes bounds a body shipped; a larger one is left out (the
 	// log ships as its metadata). Default DefaultMaxBodyBytes.
@@ -74,19 +74,11 @@ type ApexLogSource struct {
 	Shaper *shape.Shaper
 }
 
-var username = regexp.MustCompile(`^[A-Za-z0-9._+\-]+@[A-Za-z0-9.\-]+$`)
-
-// ValidUsername reports whether s can be a username of the ApexLog users
-// filter, which puts it in a query: a Salesforce username (e-mail shaped,
-// at most 80 characters) of letters, digits and . _ + - around one @.
-// Nothing a query would have to escape is accepted.
-func ValidUsername(s string) bool { return len(s) <= 80 && username.MatchString(s) }
-
 // NewApexLogSource validates spec.
 func NewApexLogSource(auth *Auth, apiVersion string, spec ApexLogSpec, clk ports.Clock, log *slog.Logger) (*ApexLogSource, error) {
 	var quoted []string
 	for _, u := range spec.Users {
-		if !ValidUsername(u) {
+		if !sfrules.ValidUsername(u) {
 			return nil, fmt.Errorf("salesforce: apexlog user %q is not a username (letters, digits and . _ + - around one @)", u)
 		}
 		quoted = append(quoted, "'"+u+"'")
@@ -182,7 +174,7 @@ func lastID(c *cursor) string {
 	if len(c.IDs) == 0 {
 		return ""
 	}
-	if id := c.IDs[len(c.IDs)-1]; identifier.MatchString(id) {
+	if id := c.IDs[len(c.IDs)-1]; sfrules.ValidName(id) {
 		return id
 	}
 	return ""
@@ -267,7 +259,7 @@ func (s *ApexLogSource) list(ctx context.Context, cond, order string) ([]apexLog
 		id, _ := rec["Id"].(string)
 		ts, _ := rec["StartTime"].(string)
 		t, err := ParseTime(ts)
-		if !identifier.MatchString(id) || err != nil {
+		if !sfrules.ValidName(id) || err != nil {
 			return nil, fmt.Errorf("salesforce: an ApexLog record without an Id or a readable StartTime: %v", rec["Id"])
 		}
 		length, _ := rec["LogLength"].(float64)

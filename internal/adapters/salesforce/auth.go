@@ -10,16 +10,11 @@ import (
 	"bytes"
 	"context"
 	"crypto"
-	"crypto/ecdh"
-	"crypto/ecdsa"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +23,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,12 +32,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/buildinfo"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
-)
-
-// Auth modes.
-const (
-	JWTBearer         = "jwt_bearer"
-	ClientCredentials = "client_credentials"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // Login hosts for the environment shortcut.
@@ -54,7 +43,7 @@ const (
 
 // Config is one org's credentials.
 type Config struct {
-	// AuthMode is JWTBearer or ClientCredentials.
+	// AuthMode is sfrules.JWTBearer or sfrules.ClientCredentials.
 	AuthMode string
 	// LoginURL is the token host: login/test.salesforce.com or the My Domain
 	// URL (client credentials requires My Domain).
@@ -214,14 +203,14 @@ func New(cfg Config) (*Auth, error) {
 	a := &Auth{cfg: cfg, clock: cfg.Clock, orgID: cfg.OrgID, secrets: redact.New(Secrets(cfg.ClientSecret, string(cfg.PrivateKeyPEM))...),
 		tokens: redact.New()}
 	switch cfg.AuthMode {
-	case JWTBearer:
+	case sfrules.JWTBearer:
 		if cfg.Username == "" {
 			return nil, errors.New("salesforce: username is required for jwt_bearer")
 		}
-		if a.key, err = ParsePrivateKey(cfg.PrivateKeyPEM); err != nil {
+		if a.key, err = parsePrivateKey(cfg.PrivateKeyPEM); err != nil {
 			return nil, fmt.Errorf("salesforce: private_key %w", err)
 		}
-	case ClientCredentials:
+	case sfrules.ClientCredentials:
 		if cfg.ClientSecret == "" {
 			return nil, errors.New("salesforce: client_secret is required for client_credentials")
 		}
@@ -229,7 +218,7 @@ func New(cfg Config) (*Auth, error) {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("salesforce: auth_mode %q is not one of %s, %s", cfg.AuthMode, JWTBearer, ClientCredentials)
+		return nil, fmt.Errorf("salesforce: auth_mode %q is not one of %s, %s", cfg.AuthMode, sfrules.JWTBearer, sfrules.ClientCredentials)
 	}
 	if a.cfg.TokenTTL <= 0 {
 		a.cfg.TokenTTL = 2 * time.Hour
@@ -286,18 +275,11 @@ func RequireMyDomain(loginURL string) error {
 	if err != nil {
 		return fmt.Errorf("salesforce: login_url %q: %w", loginURL, err)
 	}
-	if GenericLoginHost(u.Hostname()) {
+	if sfrules.GenericLoginHost(u.Hostname()) {
 		return fmt.Errorf("salesforce: client_credentials needs the org's My Domain URL as login_url "+
 			"(https://<name>.my.salesforce.com), not %s: Salesforce does not support this flow on the generic login hosts", u.Hostname())
 	}
 	return nil
-}
-
-// GenericLoginHost reports whether host is login.salesforce.com or
-// test.salesforce.com, which the client credentials flow does not support.
-func GenericLoginHost(host string) bool {
-	h := strings.ToLower(host)
-	return h == "login.salesforce.com" || h == "test.salesforce.com"
 }
 
 // Secrets returns what must never be logged of a client secret and a PEM
@@ -330,120 +312,33 @@ func (a *Auth) snippet(b []byte, extra ...string) string {
 	return snippet([]byte(s))
 }
 
-// KeyError says what a private key given for the JWT bearer flow is
-// instead of an unencrypted RSA private key, and what to do. Its text
-// continues a sentence naming the key ("salesforce.private_key_file
-// /etc/sf2loki/key.pem " + Error()) and never quotes the key. It unwraps to
-// domain.ErrInvalidConfig.
-type KeyError struct{ Problem string }
-
-func (e *KeyError) Error() string { return e.Problem }
-
-// Unwrap returns domain.ErrInvalidConfig.
-func (e *KeyError) Unwrap() error { return domain.ErrInvalidConfig }
-
-// NewKeyCommand is the openssl command that makes an RSA key and the
-// certificate to upload to the app (Salesforce's JWT bearer flow signs with
-// RS256, "SHA256 with RSA").
-const NewKeyCommand = "openssl req -x509 -newkey rsa:2048 -sha256 -days 730 -nodes -subj /CN=sf2loki -keyout sf2loki.key -out sf2loki.crt"
-
-const (
-	keyFix      = "give the private key file made with the certificate uploaded to the app (the -keyout file of openssl req)"
-	newKeyFix   = "make an RSA key and its certificate (" + NewKeyCommand + "), upload sf2loki.crt to the app (Use digital signatures) and give sf2loki.key"
-	decryptHint = "decrypt it into a new file (openssl pkey -in <key> -out <new key>, which asks for the passphrase) and give that file, readable only by sf2loki's user"
-)
-
-// ParsePrivateKey reads an unencrypted RSA key in PKCS#1 or PKCS#8 PEM.
-// Anything else is a *KeyError saying what was given (a certificate, a
-// public key, an EC key, an encrypted key, not PEM) and what to do.
-func ParsePrivateKey(pemBytes []byte) (*rsa.PrivateKey, error) {
-	var kinds []string
-	for rest := pemBytes; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if k, err := parseKeyBlock(block); k != nil || err != nil {
-			return k, err
-		}
-		kinds = append(kinds, block.Type)
+// parsePrivateKey is sfrules.ParsePrivateKey, its *sfrules.KeyError also
+// unwrapping to domain.ErrInvalidConfig.
+func parsePrivateKey(pemBytes []byte) (*rsa.PrivateKey, error) {
+	k, err := sfrules.ParsePrivateKey(pemBytes)
+	if ke, ok := errors.AsType[*sfrules.KeyError](err); ok {
+		return nil, invalidKey{ke}
 	}
-	switch {
-	case len(kinds) == 0 && len(bytes.TrimSpace(pemBytes)) == 0:
-		return nil, &KeyError{"is empty: " + keyFix}
-	case len(kinds) == 0:
-		return nil, &KeyError{"is not a PEM private key (no -----BEGIN PRIVATE KEY----- or -----BEGIN RSA PRIVATE KEY----- line): " + keyFix}
-	case slices.Contains(kinds, "CERTIFICATE"):
-		return nil, &KeyError{"holds a certificate, not a private key: the certificate goes to the app in Salesforce, sf2loki needs its private key; " + keyFix}
-	case slices.Contains(kinds, "CERTIFICATE REQUEST") || slices.Contains(kinds, "NEW CERTIFICATE REQUEST"):
-		return nil, &KeyError{"holds a certificate signing request, not a private key: " + keyFix}
-	case slices.Contains(kinds, "PUBLIC KEY") || slices.Contains(kinds, "RSA PUBLIC KEY"):
-		return nil, &KeyError{"holds a public key, not a private key: " + keyFix}
-	case slices.Contains(kinds, "OPENSSH PRIVATE KEY"):
-		return nil, &KeyError{"is an OpenSSH private key: convert an RSA one to PEM (ssh-keygen -p -m PEM -f <a copy of the key>), or " + newKeyFix}
-	}
-	return nil, &KeyError{fmt.Sprintf("holds no private key (PEM blocks: %s): %s", strings.Join(kinds, ", "), keyFix)}
+	return k, err
 }
 
-// parseKeyBlock reads one PEM block: the RSA key, a *KeyError for a
-// private key that cannot sign an RS256 JWT, or nil, nil for a block that
-// is not a private key.
-func parseKeyBlock(block *pem.Block) (*rsa.PrivateKey, error) {
-	notRSA := func(kind string) error {
-		return &KeyError{"is " + kind + " key; Salesforce's JWT bearer flow signs with RS256, which needs an RSA key: " + newKeyFix}
-	}
-	switch block.Type {
-	case "RSA PRIVATE KEY":
-		if block.Headers["Proc-Type"] != "" && strings.Contains(block.Headers["Proc-Type"], "ENCRYPTED") {
-			return nil, &KeyError{"is encrypted with a passphrase (Proc-Type: 4,ENCRYPTED), which sf2loki cannot ask for: " + decryptHint}
-		}
-		k, err := x509.ParsePKCS1PrivateKey(block.Bytes)
-		if err != nil {
-			return nil, &KeyError{fmt.Sprintf("holds an RSA PRIVATE KEY block that does not parse (%v): %s", err, keyFix)}
-		}
-		return k, nil
-	case "ENCRYPTED PRIVATE KEY":
-		return nil, &KeyError{"is encrypted with a passphrase (ENCRYPTED PRIVATE KEY, PKCS#8), which sf2loki cannot ask for: " + decryptHint}
-	case "EC PRIVATE KEY":
-		return nil, notRSA("an EC (ECDSA)")
-	case "DSA PRIVATE KEY":
-		return nil, notRSA("a DSA")
-	case "PRIVATE KEY":
-		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-		if err != nil {
-			if k1, err1 := x509.ParsePKCS1PrivateKey(block.Bytes); err1 == nil {
-				return k1, nil // PKCS#1 under a PKCS#8 label, as some tools write it
-			}
-			return nil, &KeyError{fmt.Sprintf("holds a PRIVATE KEY block that does not parse (%v): %s", err, keyFix)}
-		}
-		switch k := k.(type) {
-		case *rsa.PrivateKey:
-			return k, nil
-		case *ecdsa.PrivateKey:
-			return nil, notRSA("an EC (ECDSA)")
-		case ed25519.PrivateKey:
-			return nil, notRSA("an Ed25519")
-		case *ecdh.PrivateKey:
-			return nil, notRSA("an X25519")
-		default:
-			return nil, notRSA(fmt.Sprintf("a %T", k))
-		}
-	}
-	return nil, nil
-}
+// invalidKey is a *sfrules.KeyError that is also domain.ErrInvalidConfig.
+type invalidKey struct{ *sfrules.KeyError }
+
+// Unwrap returns the *sfrules.KeyError and domain.ErrInvalidConfig.
+func (e invalidKey) Unwrap() []error { return []error{e.KeyError, domain.ErrInvalidConfig} }
 
 // LoadSecret returns value, or the trimmed contents of file when value is
 // empty. A blank secret is missing, whichever way it came (what names the
 // setting in the error). A private_key is also parsed: a file that holds
 // something else (a certificate, an EC or an encrypted key) is a
-// *KeyError naming the file.
+// *sfrules.KeyError naming the file (also domain.ErrInvalidConfig).
 func LoadSecret(what, value, file string) (string, error) {
 	from := what
 	if strings.TrimSpace(value) == "" && file != "" { // a blank value is not set
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return "", fmt.Errorf("salesforce: %s_file %s %s (%w)", what, file, FileProblem(err), bareErr(err))
+			return "", fmt.Errorf("salesforce: %s_file %s %s (%w)", what, file, sfrules.FileProblem(err), bareErr(err))
 		}
 		value = string(b)
 		if strings.TrimSpace(value) == "" {
@@ -455,26 +350,12 @@ func LoadSecret(what, value, file string) (string, error) {
 		return "", fmt.Errorf("salesforce: %s is missing: set %s or %s_file", what, what, what)
 	}
 	if what == "private_key" {
-		if _, err := ParsePrivateKey([]byte(value)); err != nil {
+		if _, err := parsePrivateKey([]byte(value)); err != nil {
 			return "", fmt.Errorf("salesforce: %s %w", from, err)
 		}
 		return strings.TrimSpace(value) + "\n", nil
 	}
 	return strings.TrimSpace(value), nil
-}
-
-// FileProblem says in words why a file the configuration names could not
-// be read, and what to do: it continues "<key> <path> ".
-func FileProblem(err error) string {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "does not exist: correct the path, or put the file there (a relative path in the configuration file is read from that file's directory)"
-	case errors.Is(err, fs.ErrPermission):
-		return fmt.Sprintf("cannot be read by this process (uid %d): make it readable by sf2loki's user (chown, or the pod's fsGroup), keeping it unreadable by others", os.Getuid())
-	case isDirErr(err):
-		return "is a directory, not a file: give the file in it"
-	}
-	return "cannot be read"
 }
 
 // bareErr is a *fs.PathError's cause, without the operation and path the
@@ -485,12 +366,6 @@ func bareErr(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-// isDirErr reports a read of a directory (EISDIR on Unix).
-func isDirErr(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "is a directory")
 }
 
 // Token returns a valid token, minting one when the cache is empty or
@@ -624,7 +499,7 @@ func (a *Auth) mintWithRetry(ctx context.Context) (*Token, error) {
 }
 
 func (a *Auth) form() (url.Values, error) {
-	if a.cfg.AuthMode == ClientCredentials {
+	if a.cfg.AuthMode == sfrules.ClientCredentials {
 		return url.Values{"grant_type": {"client_credentials"}, "client_id": {a.cfg.ClientID}, "client_secret": {a.cfg.ClientSecret}}, nil
 	}
 	assertion, err := a.assertion()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
@@ -41,7 +42,7 @@ func TestJWTAudienceFollowsTheEnvironmentNotTheTokenHost(t *testing.T) {
 		{salesforce.SandboxLoginURL, salesforce.SandboxLoginURL},
 		{f.site, f.site},
 	} {
-		a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
+		a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
 			Username: "integration@example.com", PrivateKeyPEM: keyPEM, Audience: tc.audience, MintBackoff: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +55,7 @@ func TestJWTAudienceFollowsTheEnvironmentNotTheTokenHost(t *testing.T) {
 		}
 	}
 	// The refusal's hint names the audience rule, not the certificate.
-	a, _ := salesforce.New(salesforce.Config{AuthMode: salesforce.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
+	a, _ := salesforce.New(salesforce.Config{AuthMode: sfrules.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
 		Username: "integration@example.com", PrivateKeyPEM: keyPEM, Audience: f.srv.URL, MintBackoff: time.Millisecond})
 	_, err := a.Token(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "audience is invalid") || !strings.Contains(err.Error(), "salesforce.environment") {
@@ -94,7 +95,7 @@ func TestAuthRefusalsAndRefreshesAreReported(t *testing.T) {
 	logs := &testenv.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	refreshed, failed := &counts{}, &counts{}
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
 		Username: "integration@example.com", PrivateKeyPEM: keyPEM, TokenTTL: time.Hour, Clock: clk, MintBackoff: time.Millisecond,
 		Logger: logger, Refreshed: refreshed.add, MintFailed: failed.add})
 	if err != nil {
@@ -174,7 +175,7 @@ func TestAThrottledCallPausesEveryRESTCallOfTheOrg(t *testing.T) {
 	clk := porttest.NewFakeClock(time.Now())
 	logs := &testenv.Buffer{}
 	calls := &counts{}
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x",
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x",
 		Clock: clk, ThrottlePause: time.Minute, Throttled: calls.add, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +213,7 @@ func TestSOQLOverJWTWithAMyDomainLoginURL(t *testing.T) {
 	org.AddTo("LoginHistory", "LoginTime", "0Ya000000000001", time.Date(2026, 11, 28, 11, 30, 0, 0, time.UTC))
 	spec := salesforce.ObjectSpec{Name: "LoginHistory", TimestampField: "LoginTime", PollInterval: time.Hour}
 	s := soqlSourceAuth(t, org, spec, nil, func(c *salesforce.Config) {
-		c.AuthMode, c.ClientSecret, c.Username, c.PrivateKeyPEM = salesforce.JWTBearer, "", "integration@example.com", keyPEM
+		c.AuthMode, c.ClientSecret, c.Username, c.PrivateKeyPEM = sfrules.JWTBearer, "", "integration@example.com", keyPEM
 	})
 	c := &collected{}
 	runFor(t, s, nil, c, 1)

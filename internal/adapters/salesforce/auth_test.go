@@ -23,6 +23,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
@@ -209,7 +210,7 @@ func testKey(t *testing.T) (*rsa.PrivateKey, []byte) { return testenv.RSAKey(t) 
 
 func jwtAuth(t *testing.T, f *fakeOrg, keyPEM []byte, clk ports.Clock) *salesforce.Auth {
 	t.Helper()
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.JWTBearer, LoginURL: f.srv.URL, ClientID: "consumer-key",
 		Username: "integration@example.com", PrivateKeyPEM: keyPEM, TokenTTL: time.Hour, Clock: clk, MintBackoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -348,7 +349,7 @@ func TestAJWTSignedWithAnotherKeyIsRefused(t *testing.T) {
 
 func TestClientCredentials(t *testing.T) {
 	f := newFakeOrg(t, nil)
-	cfg := salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: "https://login.salesforce.com", ClientID: "ck", ClientSecret: "s3cret"}
+	cfg := salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: "https://login.salesforce.com", ClientID: "ck", ClientSecret: "s3cret"}
 	if _, err := salesforce.New(cfg); err == nil || !strings.Contains(err.Error(), "My Domain") {
 		t.Fatalf("client_credentials on login.salesforce.com: %v", err)
 	}
@@ -374,7 +375,7 @@ func TestNonJSONTokenAnswerIsAnErrorNotACrash(t *testing.T) {
 		_, _ = fmt.Fprint(w, "<html>maintenance</html>")
 	}))
 	defer srv.Close()
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +442,7 @@ func TestIdleTimeoutCountsOnlyTheServersSilence(t *testing.T) {
 		_, _ = fmt.Fprint(w, "second half")
 	}))
 	defer srv.Close()
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x", IdleTimeout: idle})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x", IdleTimeout: idle})
 	if err != nil {
 		t.Fatal(err)
 	}

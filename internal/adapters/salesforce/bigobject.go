@@ -8,38 +8,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
-
-// StandardBigObjects are the objects Real-Time Event Monitoring stores
-// events in that are big objects (Salesforce Help, "Real-Time Event
-// Monitoring Data Storage"; the Platform Events Developer Guide's object
-// pages). Each is indexed by EventDate, newest first, then
-// EventIdentifier: a query filters only on those fields, orders only along
-// the index (ORDER BY EventDate DESC) and never by Id. Custom big objects
-// end in __b.
-var StandardBigObjects = []string{"ApiEvent", "BulkApiResultEventStore", "IdentityVerificationEvent", "LightningUriEvent",
-	"ListViewEvent", "LoginAsEvent", "LoginEvent", "LogoutEvent", "ReportEvent", "UriEvent"}
-
-// IsBigObject reports whether object is polled as a big object: mode
-// "true" or "false" says so, "auto" (or "") recognises the standard big
-// objects and names ending in __b.
-func IsBigObject(object, mode string) (bool, error) {
-	switch m := strings.ToLower(strings.TrimSpace(mode)); m {
-	case "", "auto":
-		return strings.HasSuffix(object, "__b") || slices.Contains(StandardBigObjects, object), nil
-	default:
-		b, err := strconv.ParseBool(m)
-		if err != nil {
-			return false, fmt.Errorf("salesforce: eventlog_objects: %s: big_object %q is not auto, true or false", object, mode)
-		}
-		return b, nil
-	}
-}
 
 // rowKey tells rows apart: the Id of an ordinary object; for a big object
 // EventIdentifier (the event's unique id), else a non-empty Id, else a
@@ -235,7 +209,7 @@ func (s *SOQLSource) describedFields(ctx context.Context, o ObjectSpec) ([]strin
 		return nil, fmt.Errorf("salesforce: describe %s: %w", o.Name, err)
 	}
 	for _, fd := range d.Fields {
-		if identifier.MatchString(fd.Name) && (fd.Name != "Id" || !strings.HasSuffix(o.Name, "__b")) {
+		if sfrules.ValidName(fd.Name) && (fd.Name != "Id" || !strings.HasSuffix(o.Name, "__b")) {
 			f = append(f, fd.Name)
 		}
 	}

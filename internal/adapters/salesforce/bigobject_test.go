@@ -236,20 +236,9 @@ func TestSOQLSubSecondWatermarkLosesAndRepeatsNothing(t *testing.T) {
 	}
 }
 
-func TestBigObjectDetection(t *testing.T) {
-	for _, tc := range []struct {
-		name, mode string
-		want       bool
-	}{
-		{"LoginEvent", "", true}, {"LoginEvent", "auto", true}, {"ApiEvent", "auto", true}, {"ReportEvent", "", true},
-		{"Audit__b", "", true}, {"LoginHistory", "", false}, {"ApiAnomalyEventStore", "auto", false},
-		{"LoginHistory", "true", true}, {"LoginEvent", "false", false},
-	} {
-		got, err := salesforce.IsBigObject(tc.name, tc.mode)
-		if err != nil || got != tc.want {
-			t.Errorf("%s with big_object %q: %v, %v; want %v", tc.name, tc.mode, got, err, tc.want)
-		}
-	}
+// TestSOQLRefusesAnUnknownBigObjectMode: big_object is auto, true or
+// false (sfrules.IsBigObject).
+func TestSOQLRefusesAnUnknownBigObjectMode(t *testing.T) {
 	if _, err := salesforce.NewSOQLSource(nil, "60.0", []salesforce.ObjectSpec{{Name: "LoginEvent", BigObject: "maybe"}}, nil, nil); err == nil {
 		t.Fatal("big_object: maybe was accepted")
 	}

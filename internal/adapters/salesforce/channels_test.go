@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
@@ -15,7 +16,7 @@ func channelsOrg(t *testing.T) (*fakesf.Channels, *salesforce.Auth) {
 	ch := &fakesf.Channels{}
 	srv := httptest.NewServer(&fakesf.Org{Channels: ch})
 	t.Cleanup(srv.Close)
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // EventLogFile intervals: auto chooses Hourly or Daily per event type.
@@ -97,7 +98,7 @@ func NewELFSource(auth *Auth, apiVersion string, spec ELFSpec, clk ports.Clock, 
 		return nil, errors.New("salesforce: eventlogfile needs event_types (names, or \"*\" to discover them)")
 	}
 	for _, t := range spec.EventTypes {
-		if t != "*" && !identifier.MatchString(t) {
+		if t != "*" && !sfrules.ValidName(t) {
 			return nil, fmt.Errorf("salesforce: eventlogfile event type %q may hold only letters, digits and _", t)
 		}
 	}
@@ -344,7 +345,7 @@ func (s *ELFSource) types(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, r := range rows {
-		if t, _ := r["EventType"].(string); identifier.MatchString(t) {
+		if t, _ := r["EventType"].(string); sfrules.ValidName(t) {
 			out = append(out, t)
 		}
 	}

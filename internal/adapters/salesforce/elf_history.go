@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // HistoryFile is one EventLogFile of a history load (sf2loki backfill).
@@ -41,7 +42,7 @@ func (s *ELFSource) HistoryTypes(ctx context.Context) ([]string, error) {
 // holds the whole day), else the day's Hourly files (a day whose Daily file
 // is not written yet): every event once, whatever the org publishes.
 func (s *ELFSource) History(ctx context.Context, t string, since, until time.Time) ([]HistoryFile, error) {
-	if !identifier.MatchString(t) {
+	if !sfrules.ValidName(t) {
 		return nil, fmt.Errorf("salesforce: eventlogfile event type %q may hold only letters, digits and _", t)
 	}
 	where := fmt.Sprintf("EventType = '%s' AND LogDate >= %s AND LogDate < %s", t, literal(since), literal(until))

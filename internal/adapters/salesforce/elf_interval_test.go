@@ -13,6 +13,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
@@ -23,7 +24,7 @@ func elfRig(t *testing.T, org *fakesf.ELFOrg, spec salesforce.ELFSpec, now time.
 	t.Helper()
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
-	cfg := salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"}
+	cfg := salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"}
 	if configure != nil {
 		configure(&cfg)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
@@ -27,7 +28,7 @@ func elfSourceIdle(t *testing.T, org *fakesf.ELFOrg, spec salesforce.ELFSpec, no
 	t.Helper()
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x", IdleTimeout: idle})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x", IdleTimeout: idle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func BenchmarkEventLogFile50MB(b *testing.B) {
 		org := &fakesf.ELFOrg{}
 		org.Add("0AT1", "API", now.Add(-time.Hour), body)
 		srv := httptest.NewServer(org)
-		a, _ := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+		a, _ := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 		s, _ := salesforce.NewELFSource(a, "60.0", salesforce.ELFSpec{Interval: "Hourly", EventTypes: []string{"API"}, PollInterval: time.Hour}, clockAt(now), nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		var ms runtime.MemStats

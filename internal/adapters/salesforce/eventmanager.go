@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // Event Manager (Setup > Event Manager) turns storage and streaming on or
@@ -143,57 +144,13 @@ type soapEnvelope struct {
 	} `xml:"Body"`
 }
 
-// RTEMStream is a Real-Time Event Monitoring streaming event and the
-// object Salesforce stores the same events in ("Real-Time Event Monitoring
-// Objects", Platform Events Developer Guide:
-// https://developer.salesforce.com/docs/atlas.en-us.platform_events.meta/platform_events/platform_events_objects_monitoring.htm).
-type RTEMStream struct {
-	// Stream is the platform event (the Pub/Sub topic /event/<Stream>),
-	// Storage the object that stores its events, Label the event's name in
-	// Event Manager.
-	Stream, Storage, Label string
-}
-
-// RTEMStreams are the streaming events that have a storage object.
-var RTEMStreams = []RTEMStream{
-	{"ApiAnomalyEvent", "ApiAnomalyEventStore", "API Anomaly Event"},
-	{"ApiEventStream", "ApiEvent", "API Event"},
-	{"BulkApiResultEvent", "BulkApiResultEventStore", "Bulk API Result Event"},
-	{"CredentialStuffingEvent", "CredentialStuffingEventStore", "Credential Stuffing Event"},
-	{"FileEvent", "FileEventStore", "File Event"},
-	{"LightningUriEventStream", "LightningUriEvent", "Lightning URI Event"},
-	{"ListViewEventStream", "ListViewEvent", "List View Event"},
-	{"LoginAsEventStream", "LoginAsEvent", "Login As Event"},
-	{"LoginEventStream", "LoginEvent", "Login Event"},
-	{"LogoutEventStream", "LogoutEvent", "Logout Event"},
-	{"PermissionSetEvent", "PermissionSetEventStore", "Permission Set Event"},
-	{"ReportAnomalyEvent", "ReportAnomalyEventStore", "Report Anomaly Event"},
-	{"ReportEventStream", "ReportEvent", "Report Event"},
-	{"SessionHijackingEvent", "SessionHijackingEventStore", "Session Hijacking Event"},
-	{"UriEventStream", "UriEvent", "URI Event"},
-}
-
-// RTEMStreamOf returns the pair whose stream is the topic /event/<Stream>.
-func RTEMStreamOf(topic string) (RTEMStream, bool) {
-	name, ok := strings.CutPrefix(topic, "/event/")
-	if !ok {
-		return RTEMStream{}, false
-	}
-	for _, s := range RTEMStreams {
-		if s.Stream == name {
-			return s, true
-		}
-	}
-	return RTEMStream{}, false
-}
-
 // NewestStored returns the EventDate of the newest row of a Real-Time
 // Event Monitoring storage object at or after from and before to, both cut
 // to the whole second (the literals a big object's index takes); false when
 // there is none. The query is legal on a big object: one range on EventDate,
 // the leading field of the index, ordered along it.
 func NewestStored(ctx context.Context, auth *Auth, apiVersion, object string, from, to time.Time) (time.Time, bool, error) {
-	if !identifier.MatchString(object) {
+	if !sfrules.ValidName(object) {
 		return time.Time{}, false, fmt.Errorf("salesforce: %q is not an object name", object)
 	}
 	rows, err := Query(ctx, auth, apiVersion, fmt.Sprintf("SELECT EventDate FROM %s WHERE EventDate >= %s AND EventDate < %s ORDER BY EventDate DESC LIMIT 1",

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
@@ -18,7 +19,7 @@ func eventManagerOrg(t *testing.T) (*fakesf.Org, *fakesf.EventManager, *salesfor
 	org := &fakesf.Org{EventManager: em}
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

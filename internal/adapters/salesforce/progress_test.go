@@ -14,6 +14,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
@@ -27,7 +28,7 @@ func TestASlowEventLogFileDownloadLogsProgress(t *testing.T) {
 	org.Add("0ATQUICK", "API", now.Add(-2*time.Hour), csvBody("q", 5))
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestACatchUpDrainLogsProgress(t *testing.T) {
 	}
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

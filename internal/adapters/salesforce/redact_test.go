@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // echoOrg answers the token endpoint by quoting the request back, the way
@@ -53,13 +54,13 @@ const echoedSecret = "s3cr3t+/=&<value> with space"
 func TestTokenErrorsNeverQuoteTheSecrets(t *testing.T) {
 	_, keyPEM := testKey(t)
 	for _, mode := range []string{"raw", "json", "5xx", "200"} {
-		for _, authMode := range []string{salesforce.ClientCredentials, salesforce.JWTBearer} {
+		for _, authMode := range []string{sfrules.ClientCredentials, sfrules.JWTBearer} {
 			t.Run(mode+"/"+authMode, func(t *testing.T) {
 				srv := echoOrg(t, mode)
 				var assertion string
 				cfg := salesforce.Config{AuthMode: authMode, LoginURL: srv.URL, ClientID: "ck", ClientSecret: echoedSecret,
 					Username: "u@example.com", PrivateKeyPEM: keyPEM, MintAttempts: 2, MintBackoff: time.Millisecond}
-				if authMode == salesforce.JWTBearer {
+				if authMode == sfrules.JWTBearer {
 					cfg.ClientSecret = ""
 					cfg.HTTPClient = &http.Client{Transport: capture(&assertion)}
 				}
@@ -89,7 +90,7 @@ func TestTokenErrorsNeverQuoteTheSecrets(t *testing.T) {
 
 func TestAPIErrorsNeverQuoteTheAccessToken(t *testing.T) {
 	srv := echoOrg(t, "ok")
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: echoedSecret})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: echoedSecret})
 	if err != nil {
 		t.Fatal(err)
 	}

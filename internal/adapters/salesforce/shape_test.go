@@ -13,6 +13,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
@@ -267,7 +268,7 @@ func elfRows(b *testing.B, body string, rows int, sh *shape.Shaper) time.Duratio
 	org.Add("0AT1", "API", now.Add(-time.Hour), body)
 	srv := httptest.NewServer(org)
 	defer srv.Close()
-	a, _ := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	a, _ := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	s, _ := salesforce.NewELFSource(a, "60.0", salesforce.ELFSpec{Interval: "Hourly", EventTypes: []string{"API"}, PollInterval: time.Hour, Shaper: sh}, clockAt(now), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // ObjectSpec is one SOQL-polled object (sources.eventlog_objects).
@@ -73,12 +73,6 @@ const SOQLKeyPrefix = "eventlog_objects:"
 // maxCarriedIDs bounds the Ids a checkpoint carries.
 const maxCarriedIDs = 500
 
-var identifier = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
-
-// ValidName reports whether s can be an object, field or event type name
-// in a query: letters, digits and _ only.
-func ValidName(s string) bool { return identifier.MatchString(s) }
-
 // ErrThrottled is Salesforce's REQUEST_LIMIT_EXCEEDED.
 var ErrThrottled = errors.New("salesforce: REQUEST_LIMIT_EXCEEDED (the org's API limit); every object waits one poll interval")
 
@@ -92,7 +86,7 @@ func NewSOQLSource(auth *Auth, apiVersion string, objects []ObjectSpec, clk port
 		if o.TimestampField == "" {
 			o.TimestampField = "EventDate"
 		}
-		if !identifier.MatchString(o.Name) || !identifier.MatchString(o.TimestampField) {
+		if !sfrules.ValidName(o.Name) || !sfrules.ValidName(o.TimestampField) {
 			return nil, fmt.Errorf("salesforce: eventlog_objects: %q / %q: object and field names may hold only letters, digits and _", o.Name, o.TimestampField)
 		}
 		if o.PollInterval <= 0 {
@@ -101,7 +95,7 @@ func NewSOQLSource(auth *Auth, apiVersion string, objects []ObjectSpec, clk port
 		if o.Lookback <= 0 {
 			o.Lookback = time.Hour
 		}
-		big, err := IsBigObject(o.Name, o.BigObject)
+		big, err := sfrules.IsBigObject(o.Name, o.BigObject)
 		if err != nil {
 			return nil, err
 		}
@@ -371,7 +365,7 @@ func (s *SOQLSource) secondByID(ctx context.Context, o ObjectSpec, sec time.Time
 		if len(rows) < PageSize {
 			break
 		}
-		if after = rows[len(rows)-1].key; !identifier.MatchString(after) {
+		if after = rows[len(rows)-1].key; !sfrules.ValidName(after) {
 			return nil, fmt.Errorf("salesforce: %s row with an Id that cannot be a query value: %q", o.Name, after)
 		}
 	}
@@ -478,7 +472,7 @@ func literal(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z")
 
 // Describe reports whether object exists for this user and is queryable.
 func Describe(ctx context.Context, auth *Auth, apiVersion, object string) (bool, error) {
-	if !identifier.MatchString(object) {
+	if !sfrules.ValidName(object) {
 		return false, fmt.Errorf("salesforce: %q is not an object name", object)
 	}
 	var d struct {

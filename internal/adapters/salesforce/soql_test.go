@@ -15,6 +15,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/clock"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
 
@@ -64,7 +65,7 @@ func soqlSourceAuth(t *testing.T, org *fakesf.Org, spec salesforce.ObjectSpec, l
 	t.Helper()
 	srv := httptest.NewServer(org)
 	t.Cleanup(srv.Close)
-	cfg := salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"}
+	cfg := salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"}
 	adjust(&cfg)
 	a, err := salesforce.New(cfg)
 	if err != nil {
@@ -160,7 +161,7 @@ func TestQueryFollowsNextRecordsURLAndReportsA5xxAsTransient(t *testing.T) {
 	}
 	srv := httptest.NewServer(org)
 	defer srv.Close()
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: srv.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

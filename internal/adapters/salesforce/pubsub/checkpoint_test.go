@@ -14,6 +14,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
@@ -26,7 +27,7 @@ func TestUnreadableReplayIDLogsTheRepairAndStartsFromThePreset(t *testing.T) {
 	srv.AddTopic(fakepubsub.LoginTopic, fakepubsub.LoginEventStreamSchema)
 	web := httptest.NewServer(&fakesf.Org{})
 	t.Cleanup(web.Close)
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: web.URL, ClientID: "ck", ClientSecret: "x", OrgID: "00D000000000001"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: web.URL, ClientID: "ck", ClientSecret: "x", OrgID: "00D000000000001"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +37,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/domain/shape"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
 // DefaultEndpoint is Salesforce's Pub/Sub API.
@@ -162,7 +162,7 @@ func New(auth *salesforce.Auth, spec Spec, clk ports.Clock, log *slog.Logger) (*
 		return nil, errors.New("salesforce pubsub: topics is empty; name topics like /event/LoginEventStream, or \"*\"")
 	}
 	for _, t := range spec.Topics {
-		if t != "*" && !ValidTopic(t) {
+		if t != "*" && !sfrules.ValidTopic(t) {
 			return nil, fmt.Errorf("salesforce pubsub: topic %q is not /event/<Name> or /data/<Name>", t)
 		}
 	}
@@ -219,12 +219,6 @@ func New(auth *salesforce.Auth, spec Spec, clk ports.Clock, log *slog.Logger) (*
 	s.schemas = newSchemas(s.fetchSchema)
 	return s, nil
 }
-
-var topicName = regexp.MustCompile(`^/(event|data)/[A-Za-z0-9_]+$`)
-
-// ValidTopic reports whether t is a topic name: /event/<Name> or
-// /data/<Name>.
-func ValidTopic(t string) bool { return topicName.MatchString(t) }
 
 // globs compiles topic globs: * matches any run of characters, ? one
 // (shape.Glob, the transforms' globs).
@@ -326,7 +320,7 @@ func (s *Source) discover(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, o := range d.SObjects {
-		if strings.HasSuffix(o.Name, "EventStream") && salesforce.ValidName(o.Name) {
+		if strings.HasSuffix(o.Name, "EventStream") && sfrules.ValidName(o.Name) {
 			out = append(out, "/event/"+o.Name)
 		}
 	}

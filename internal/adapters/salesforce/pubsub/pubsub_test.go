@@ -18,6 +18,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub/eventbus"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
@@ -57,7 +58,7 @@ func newEnvLog(t *testing.T, spec pubsub.Spec, setup func(*fakepubsub.Server), l
 	}
 	web := httptest.NewServer(e.org)
 	t.Cleanup(web.Close)
-	a, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: web.URL, ClientID: "ck", ClientSecret: "x", OrgID: "00D000000000001"})
+	a, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: web.URL, ClientID: "ck", ClientSecret: "x", OrgID: "00D000000000001"})
 	if err != nil {
 		t.Fatal(err)
 	}

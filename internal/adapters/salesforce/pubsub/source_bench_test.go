@@ -14,6 +14,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce"
 	"github.com/sf2loki/sf2loki/internal/adapters/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/internal/ports"
+	"github.com/sf2loki/sf2loki/internal/sfrules"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakepubsub"
 	"github.com/sf2loki/sf2loki/internal/testenv/fakesf"
 )
@@ -40,7 +41,7 @@ func loginStream(b *testing.B, n int) (*fakepubsub.Server, *salesforce.Auth, tim
 	}
 	web := httptest.NewServer(&fakesf.Org{})
 	b.Cleanup(web.Close)
-	auth, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: web.URL, ClientID: "ck", ClientSecret: "x", OrgID: "00D000000000001"})
+	auth, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: web.URL, ClientID: "ck", ClientSecret: "x", OrgID: "00D000000000001"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func BenchmarkSourceEventsOverEventLogFile(b *testing.B) {
 	org.Add("0AT1", "Login", at.Add(-time.Hour), fakesf.LoginEventLogFile(n))
 	rest := httptest.NewServer(org)
 	b.Cleanup(rest.Close)
-	elfAuth, err := salesforce.New(salesforce.Config{AuthMode: salesforce.ClientCredentials, LoginURL: rest.URL, ClientID: "ck", ClientSecret: "x"})
+	elfAuth, err := salesforce.New(salesforce.Config{AuthMode: sfrules.ClientCredentials, LoginURL: rest.URL, ClientID: "ck", ClientSecret: "x"})
 	if err != nil {
 		b.Fatal(err)
 	}

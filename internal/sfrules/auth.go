@@ -1,6 +1,19 @@
-package salesforce
+package sfrules
 
 import "strings"
+
+// Auth modes.
+const (
+	JWTBearer         = "jwt_bearer"
+	ClientCredentials = "client_credentials"
+)
+
+// GenericLoginHost reports whether host is login.salesforce.com or
+// test.salesforce.com, which the client credentials flow does not support.
+func GenericLoginHost(host string) bool {
+	h := strings.ToLower(host)
+	return h == "login.salesforce.com" || h == "test.salesforce.com"
+}
 
 // NotALoginHost says, for a host that serves an org's pages but not its
 // OAuth token endpoint, which login host to use instead. Salesforce's My

@@ -1,4 +1,4 @@
-package salesforce
+package sfrules
 
 import (
 	"slices"
