@@ -29,7 +29,7 @@ func exposition(t *testing.T, tel *telemetry.Recorder) string {
 // The limit gauges show each shard's limits where the shard is led, with
 // its shard label, and nothing for a shard this replica does not lead.
 func TestOrgLimitGaugesFollowLeadership(t *testing.T) {
-	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(config.Defaults()), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestOrgLimitGaugesFollowLeadership(t *testing.T) {
 
 // The single-org form has no shard label.
 func TestOrgLimitGaugesWithoutOrgs(t *testing.T) {
-	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(config.Defaults()), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestOrgLimitsPoller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(config.Defaults()), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
