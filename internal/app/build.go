@@ -24,7 +24,7 @@ func Build(ctx context.Context, cfg *config.Config, o Overrides) (*Daemon, func(
 	log, clk := provideLogger(cfg, o), provideClock(o)
 	ctx = WithLibraryLogger(ctx, log)
 	announceDryRun(cfg, log)
-	t, cleanup, err := telemetry.New(ctx, cfg, log, o.Telemetry)
+	t, cleanup, err := telemetry.New(ctx, TelemetrySettings(cfg), log, o.Telemetry)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -30,7 +30,7 @@ func exposition(t *testing.T, tel *telemetry.Recorder) string {
 // The limit gauges show each shard's limits where the shard is led, with
 // its shard label, and nothing for a shard this replica does not lead.
 func TestOrgLimitGaugesFollowLeadership(t *testing.T) {
-	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(config.Defaults()), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestOrgLimitGaugesFollowLeadership(t *testing.T) {
 
 // The single-org form has no shard label.
 func TestOrgLimitGaugesWithoutOrgs(t *testing.T) {
-	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(config.Defaults()), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestOrgLimitsPoller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(config.Defaults()), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestOneLinePerLeaseTransition(t *testing.T) {
 
 func TestTransitionLinesNameTheOrg(t *testing.T) {
 	log, out := capture()
-	tel, cleanup, err := telemetry.New(t.Context(), testenv.Config(config.CoordinateS3Lease), log, telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(testenv.Config(config.CoordinateS3Lease)), log, telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

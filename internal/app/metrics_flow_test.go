@@ -90,7 +90,7 @@ func quantile(t *testing.T, body, name string, q float64, labels ...string) floa
 
 func newTestTelemetry(t *testing.T) (*telemetry.Recorder, http.Handler) {
 	t.Helper()
-	tel, cleanup, err := telemetry.New(t.Context(), testenv.Config(config.CoordinateNoop), quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(testenv.Config(config.CoordinateNoop)), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

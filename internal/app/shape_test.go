@@ -33,7 +33,7 @@ sources:
 			t.Fatal(err)
 		}
 		cfg.ShardName = shard
-		tel, cleanup, err := telemetry.New(t.Context(), cfg, quiet(), telemetry.Options{})
+		tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(cfg), quiet(), telemetry.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -50,7 +50,7 @@ func (c frozenCoord) Resign(string, time.Duration) {}
 func TestReadyzJudgesEachOrgsAuthOnItsOwn(t *testing.T) {
 	clk := porttest.NewFakeClock(time.Now())
 	cfg := config.Defaults()
-	tel, cleanup, err := telemetry.New(t.Context(), cfg, quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(cfg), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

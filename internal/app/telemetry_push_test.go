@@ -33,7 +33,7 @@ func TestMetricsPushReachesAnOTLPReceiver(t *testing.T) {
 	rcv := testenv.NewOTLPReceiver(t, "/otlp/v1/metrics", nil)
 	cfg := testenv.PushConfig(t, rcv.URL(), "1s", "")
 	log, out := capture()
-	tel, cleanup, err := telemetry.New(t.Context(), cfg, RedactLogger(log, cfg), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(cfg), RedactLogger(log, cfg), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestMetricsPushReachesAnOTLPReceiver(t *testing.T) {
 func TestMetricsPushFlushesAtShutdown(t *testing.T) {
 	rcv := testenv.NewOTLPReceiver(t, "/v1/metrics", nil)
 	cfg := testenv.PushConfig(t, rcv.URL(), "1h", "")
-	tel, cleanup, err := telemetry.New(t.Context(), cfg, quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(cfg), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestMetricsPushRetriesAsTheSpecSays(t *testing.T) {
 			})
 			cfg := testenv.PushConfig(t, rcv.URL(), "1h", "")
 			log, out := capture()
-			tel, cleanup, err := telemetry.New(t.Context(), cfg, RedactLogger(log, cfg), telemetry.Options{})
+			tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(cfg), RedactLogger(log, cfg), telemetry.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ service: {telemetry: {enabled: true, endpoint: %s, export_interval: 1h}}
 		t.Fatal(err)
 	}
 	log, out := capture()
-	tel, cleanup, err := telemetry.New(t.Context(), cfg, RedactLogger(log, cfg), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(cfg), RedactLogger(log, cfg), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ service: {telemetry: {enabled: true, endpoint: %s, export_interval: 1h}}
 func TestADryRunDoesNotPush(t *testing.T) {
 	rcv := testenv.NewOTLPReceiver(t, "/v1/metrics", nil)
 	cfg := testenv.PushConfig(t, rcv.URL(), "1s", "sink: {stdout: {enabled: true}}")
-	tel, cleanup, err := telemetry.New(t.Context(), cfg, quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), TelemetrySettings(cfg), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sf2loki/sf2loki/internal/app"
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/telemetry"
 )
@@ -26,7 +27,7 @@ func checkTelemetry(ctx context.Context, cfg *config.Config) Check {
 		return Check{"telemetry", Skip, "service.telemetry.enabled is false"}
 	}
 	endpoint := telemetry.ShownURL(t.Endpoint)
-	headers, err := telemetry.PushHeaders(cfg)
+	headers, err := telemetry.PushHeaders(app.TelemetrySettings(cfg).Push)
 	if err != nil {
 		return Check{"telemetry", Fail, err.Error()}
 	}

@@ -25,7 +25,7 @@ func TestOTLPClientsSendTheUserAgent(t *testing.T) {
 
 	rcv := testenv.NewOTLPReceiver(t, "/v1/metrics", nil)
 	cfg := testenv.PushConfig(t, rcv.URL(), "1s", "")
-	tel, cleanup, err := telemetry.New(t.Context(), cfg, quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), app.TelemetrySettings(cfg), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

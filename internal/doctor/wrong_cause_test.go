@@ -57,7 +57,7 @@ func unresolvableOrg(t *testing.T) *salesforce.Auth {
 // what it is, with where to look, not as a missing permission.
 func TestLimitsPollerNamesADNSFailure(t *testing.T) {
 	auth := unresolvableOrg(t)
-	tel, cleanup, err := telemetry.New(t.Context(), config.Defaults(), quiet(), telemetry.Options{})
+	tel, cleanup, err := telemetry.New(t.Context(), app.TelemetrySettings(config.Defaults()), quiet(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,6 @@
 // lines (Recorder, built by New), fed by the domain's events and the
 // adapters' counters.
 //
-// Imports: domain, ports, adapters (their stats types), buildinfo and
-// config (the telemetry settings); never app or anything above it.
+// Imports: domain, ports, adapters (their stats types) and buildinfo; never
+// config (app maps it onto Settings) nor app or anything above it.
 package telemetry

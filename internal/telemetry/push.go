@@ -22,7 +22,6 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/adapters/lograte"
 	"github.com/sf2loki/sf2loki/internal/buildinfo"
-	"github.com/sf2loki/sf2loki/internal/config"
 )
 
 // Bounds of the OTLP metrics push: one request (retries of a 429 or 503
@@ -47,25 +46,25 @@ type metricsPush struct {
 // newMetricsPush builds the push when service.telemetry.enabled, except in
 // a dry run (nil otherwise). It opens no connection: a dead endpoint costs a WARN per
 // failed interval, never the start.
-func newMetricsPush(cfg *config.Config, log *slog.Logger) (*metricsPush, error) {
-	t := cfg.Service.Telemetry
+func newMetricsPush(s Settings, log *slog.Logger) (*metricsPush, error) {
+	t := s.Push
 	if !t.Enabled {
 		return nil, nil
 	}
-	if cfg.Sink.Stdout.Enabled {
+	if s.DryRun {
 		// A dry run leads alone (noop) and ships nothing: its gauges would
 		// count a second leader on the dashboards.
 		log.Info("dry run: the metrics push over OTLP (service.telemetry) is off; /metrics serves them")
 		return nil, nil
 	}
-	headers, err := PushHeaders(cfg)
+	headers, err := PushHeaders(t)
 	if err != nil {
 		return nil, err
 	}
-	if w := cfg.TelemetryBasicAuth().FallbackWarning(); w != "" && t.Auth == "basic" {
+	if w := t.BasicAuth.FallbackWarning; w != "" && t.Basic {
 		log.Warn(w)
 	}
-	timeout := min(t.ExportInterval, pushExportTimeout)
+	timeout := min(t.Interval, pushExportTimeout)
 	// A 429, 502, 503 or 504 is tried again after its Retry-After (at
 	// least a growing backoff from 1s) within the export's bound; any other
 	// refusal (400, 401, 413) waits for the next interval.
@@ -77,23 +76,23 @@ func newMetricsPush(cfg *config.Config, log *slog.Logger) (*metricsPush, error) 
 	}
 	reader := sdkmetric.NewPeriodicReader(&pushExporter{Exporter: exp, log: log, endpoint: ShownURL(t.Endpoint),
 		warn: lograte.Limiter{Every: pushWarnEvery}},
-		sdkmetric.WithInterval(t.ExportInterval), sdkmetric.WithTimeout(timeout))
-	log.Info("pushing metrics over OTLP/HTTP", "endpoint", ShownURL(t.Endpoint), "interval", t.ExportInterval.String(), "auth", t.Auth)
-	return &metricsPush{reader: reader, resource: pushResource(cfg)}, nil
+		sdkmetric.WithInterval(t.Interval), sdkmetric.WithTimeout(timeout))
+	log.Info("pushing metrics over OTLP/HTTP", "endpoint", ShownURL(t.Endpoint), "interval", t.Interval.String(), "auth", authName(t.Basic))
+	return &metricsPush{reader: reader, resource: pushResource(t)}, nil
 }
 
 // pushResource is service.name (telemetry.service_name, sf2loki by
 // default), service.version, service.instance.id (the host name) and
 // service.telemetry.resource_attributes, which replace those.
-func pushResource(cfg *config.Config) *resource.Resource {
+func pushResource(t Push) *resource.Resource {
 	attrs := map[string]string{
-		"service.name":    cmp.Or(cfg.Telemetry.ServiceName, "sf2loki"),
+		"service.name":    cmp.Or(t.ServiceName, "sf2loki"),
 		"service.version": buildinfo.Version(),
 	}
 	// The process, not the host: two replicas on one host (the README's
 	// pair, make demo) must not write the same series.
 	attrs["service.instance.id"] = buildinfo.Instance()
-	maps.Copy(attrs, cfg.Service.Telemetry.ResourceAttributes)
+	maps.Copy(attrs, t.ResourceAttributes)
 	kv := make([]attribute.KeyValue, 0, len(attrs))
 	for k, v := range attrs {
 		kv = append(kv, attribute.String(k, v))
@@ -103,15 +102,14 @@ func pushResource(cfg *config.Config) *resource.Resource {
 
 // PushHeaders are the headers of every push: service.telemetry.headers
 // and, with auth basic, Authorization: Basic from the user and token
-// (config.TelemetryBasicAuth: its own keys, else sink.loki's), the token
-// read from its file when that is how it is given.
-func PushHeaders(cfg *config.Config) (map[string]string, error) {
-	t := cfg.Service.Telemetry
+// (service.telemetry's own keys, else sink.loki's), the token read from
+// its file when that is how it is given.
+func PushHeaders(t Push) (map[string]string, error) {
 	headers := withUserAgent(t.Headers)
-	if t.Auth != "basic" {
+	if !t.Basic {
 		return headers, nil
 	}
-	a := cfg.TelemetryBasicAuth()
+	a := t.BasicAuth
 	token := strings.TrimSpace(a.Token)
 	if token == "" && a.TokenFile != "" {
 		b, err := os.ReadFile(a.TokenFile)
@@ -128,6 +126,14 @@ func PushHeaders(cfg *config.Config) (map[string]string, error) {
 	}
 	headers["Authorization"] = "Basic " + BasicCredentials(a.User, token)
 	return headers, nil
+}
+
+// authName is the push's auth as the configuration names it.
+func authName(basic bool) string {
+	if basic {
+		return "basic"
+	}
+	return "none"
 }
 
 // withUserAgent is a copy of headers with User-Agent: sf2loki/<version>,

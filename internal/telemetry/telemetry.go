@@ -27,7 +27,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sf2loki/sf2loki/internal/adapters/loki"
-	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
 	"github.com/sf2loki/sf2loki/internal/ports"
 )
@@ -241,7 +240,7 @@ type Options struct {
 
 // New builds the meter and tracer providers. The returned cleanup
 // flushes and stops them.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (*Recorder, func(), error) {
+func New(ctx context.Context, s Settings, log *slog.Logger, opts Options) (*Recorder, func(), error) {
 	reg := prometheus.NewRegistry()
 	exp, err := promexporter.New(promexporter.WithRegisterer(reg), promexporter.WithoutScopeInfo(), promexporter.WithoutTargetInfo())
 	if err != nil {
@@ -257,7 +256,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	}
 	var push *metricsPush
 	if !opts.NoPush {
-		if push, err = newMetricsPush(cfg, log); err != nil {
+		if push, err = newMetricsPush(s, log); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -266,16 +265,16 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		mpOpts = append(mpOpts, sdkmetric.WithReader(push.reader), sdkmetric.WithResource(push.resource))
 	}
 	mp := sdkmetric.NewMeterProvider(mpOpts...)
-	res := resource.NewSchemaless(semconv.ServiceName(cfg.Telemetry.ServiceName))
+	res := resource.NewSchemaless(semconv.ServiceName(s.ServiceName))
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if opts.SpanExporter != nil {
 		tpOpts = append(tpOpts, sdktrace.WithSyncer(opts.SpanExporter))
 	}
-	if cfg.Telemetry.OTLPEndpoint != "" {
-		otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(tracesURL(cfg.Telemetry.OTLPEndpoint)),
-			otlptracehttp.WithHeaders(withUserAgent(cfg.Telemetry.Headers)))
+	if s.TracesEndpoint != "" {
+		otlp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(tracesURL(s.TracesEndpoint)),
+			otlptracehttp.WithHeaders(withUserAgent(s.TracesHeaders)))
 		if err != nil {
-			return nil, nil, fmt.Errorf("telemetry.otlp_endpoint %q: %w", cfg.Telemetry.OTLPEndpoint, err)
+			return nil, nil, fmt.Errorf("telemetry.otlp_endpoint %q: %w", s.TracesEndpoint, err)
 		}
 		tpOpts = append(tpOpts, sdktrace.WithBatcher(otlp))
 	}
