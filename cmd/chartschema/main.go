@@ -4,6 +4,8 @@
 // draft 2020-12 schema of `sf2loki config schema` goes in converted ($defs
 // become definitions). Every other value's schema is written by hand in
 // that file and kept as it is. `make chart-files` runs it.
+//
+// Imports: internal/chartschema only.
 package main
 
 import (

@@ -1,5 +1,7 @@
 // Command dashgen writes the Grafana dashboards and their README into a
 // folder (deploy/grafana by default): `make dashboards` runs it.
+//
+// Imports: internal/dashboards only.
 package main
 
 import (

@@ -7,6 +7,8 @@
 // built FROM scratch and still verify Salesforce's, Loki's and the object
 // stores' certificates; a system bundle (SSL_CERT_FILE, /etc/ssl) wins
 // wherever there is one.
+//
+// Imports: internal/cli, the top of the command line; all the rest is below it.
 package main
 
 import (

@@ -4,6 +4,8 @@
 // sends, and the process's default identity (Instance). The adapters read it here, so that a request to Salesforce, Loki,
 // an object store or the Kubernetes API names sf2loki and its version
 // without the composition layer threading it through every configuration.
+//
+// Imports: the standard library only, so that every layer may use it.
 package buildinfo
 
 import (

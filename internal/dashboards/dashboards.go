@@ -1,6 +1,8 @@
 // Package dashboards generates the Grafana dashboards under deploy/grafana
 // and their README from one description. Only cmd/dashgen and this
 // package's tests import it, so the Grafana SDK stays out of the daemon.
+//
+// Imports: the Grafana SDK and the standard library; nothing of sf2loki.
 package dashboards
 
 import (

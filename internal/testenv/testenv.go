@@ -10,6 +10,10 @@
 // skipped locally with a message naming `make tools`, and fails in CI
 // (CI=true or SF2LOKI_REQUIRE_INTEGRATION=1): a missing server never turns
 // into a silently skipped test there.
+//
+// Imports: config (the test configurations it builds) and the Loki adapter
+// (the dry run's printed lines it decodes); test support only: production
+// code must not import it.
 package testenv
 
 import (

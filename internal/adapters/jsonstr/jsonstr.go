@@ -2,6 +2,8 @@
 // without reflection: the fast paths that build log lines (EventLogFile rows,
 // Pub/Sub events) produce the bytes json.Marshal would, so a line does not
 // change with the path that wrote it.
+//
+// Imports: the standard library only; the Salesforce adapters use it.
 package jsonstr
 
 import "unicode/utf8"

@@ -2,6 +2,8 @@
 // once per entry (an entry Loki refuses, an event that does not decode)
 // logs at most once per key and interval, and the next line of the key
 // says how many it held back since the last one.
+//
+// Imports: the standard library only; any adapter may use it.
 package lograte
 
 import (

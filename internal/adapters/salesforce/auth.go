@@ -4,6 +4,10 @@
 // REST sources built on them: EventLogFile (and its history for backfills),
 // SOQL polling of event objects (eventlog_objects), Apex debug logs through
 // the Tooling API (apexlog), and the org's limits.
+//
+// Imports: ports, domain (its errors and shape), sfrules, buildinfo and the
+// shared adapter helpers (clock, jsonstr, redact); never config, telemetry or
+// anything above them.
 package salesforce
 
 import (

@@ -3,6 +3,7 @@
 // scenarios for every backend.
 //
 // Test support only: production code must not import it.
+// Imports: domain, ports, porttest, the real clock and faultproxy.
 package e2e
 
 import (

@@ -11,6 +11,7 @@
 // name positions with ReplayID and read them back with Position.
 //
 // Test support only: production code must not import it.
+// Imports: the generated eventbus API and nothing else of sf2loki.
 package fakepubsub
 
 import (

@@ -6,6 +6,8 @@
 // FIELDS() LIMIT, the big-object rules, and Salesforce's JSON error arrays.
 //
 // Test support only: production code must not import it.
+// Imports: the standard library only, so it cannot agree with the adapter
+// by sharing its code.
 package fakesf
 
 import (

@@ -4,6 +4,7 @@
 // server applied the request, resets the connection mid-body, or delays.
 //
 // Test support only: production code must not import it.
+// Imports: the standard library only.
 package faultproxy
 
 import (

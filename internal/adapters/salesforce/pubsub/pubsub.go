@@ -3,6 +3,10 @@
 // Change Data Capture), Avro payloads decoded with schemas fetched by id,
 // replay ids as checkpoints, and flow control that stops asking for events
 // while the pipeline is full.
+//
+// Imports: its generated eventbus client, the salesforce adapter (auth and
+// REST), ports, domain, sfrules, buildinfo, jsonstr and lograte; never config,
+// telemetry or anything above them.
 package pubsub
 
 import (
