@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/sf2loki/sf2loki/internal/config"
 	"github.com/sf2loki/sf2loki/internal/domain"
-	"github.com/sf2loki/sf2loki/internal/lokirules"
 	"github.com/sf2loki/sf2loki/internal/ports/porttest"
 	"github.com/sf2loki/sf2loki/internal/telemetry"
 	"github.com/sf2loki/sf2loki/internal/testenv"
@@ -348,15 +346,6 @@ func TestTracesExportOverOTLPHTTP(t *testing.T) {
 	defer mu.Unlock()
 	if len(paths) == 0 || paths[0] != "/v1/traces" || auth[0] != "Bearer secret-token" {
 		t.Fatalf("OTLP receiver got %v with auth %v", paths, auth)
-	}
-}
-
-// TestConfigLabelsAreLokiLabels: what check accepts, the sink accepts.
-func TestConfigLabelsAreLokiLabels(t *testing.T) {
-	for _, l := range config.StaticLabels {
-		if !slices.Contains(lokirules.AllowedLabels, l) {
-			t.Errorf("config allows label %q, the Loki sink refuses it", l)
-		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/lokirules"
 	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
@@ -25,11 +26,6 @@ func loopback(host string) bool {
 }
 
 var apiVersion = regexp.MustCompile(`^[0-9]{2,3}\.0$`)
-
-// StaticLabels are the stream labels sink.loki.labels may set; sf2loki
-// sets source and event_type itself. Every other field belongs in
-// structured metadata, where it costs no stream.
-var StaticLabels = []string{"job", "service_name", "sf_org_id", "environment", "org"}
 
 // Validate checks the configuration and returns warnings about risky but
 // valid choices and every problem found. Every number and duration is
@@ -160,9 +156,9 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	warnings = append(warnings, c.compressionWarning()...)
 	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
 		switch {
-		case !slices.Contains(StaticLabels, k):
+		case !slices.Contains(lokirules.StaticLabels, k):
 			add("sink.loki.labels."+k, "not an allowed label (allowed: %s); put high-cardinality fields in sink.loki.structured_metadata_fields",
-				strings.Join(StaticLabels, ", "))
+				strings.Join(lokirules.StaticLabels, ", "))
 		case len(c.Orgs) > 0 && slices.Contains(OrgLabels, k):
 			add("sink.loki.labels."+k, "set by each org when orgs are configured (org=<its name>, sf_org_id=<its org id>); remove it from sink.loki.labels")
 		}

@@ -10,10 +10,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/sfrules"
 )
 
-var (
-	elfTypeName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
-	labelName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+var labelName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // checkELFTypes checks each org's sources.eventlogfile.types: names an
 // event type can have, label names Loki takes and that no other part of
@@ -34,7 +31,7 @@ func (c *Config) checkELFTypes(orgs []orgSection, add func(path, format string, 
 		seen := map[string]bool{}
 		for i, t := range elf.Types {
 			at := fmt.Sprintf("%ssources.eventlogfile.types[%d]", o.prefix, i)
-			if !elfTypeName.MatchString(t.Name) {
+			if !sfrules.ValidName(t.Name) {
 				add(at+".name", "%q is not an event type name (letters, digits and _ only)", t.Name)
 				continue
 			}
@@ -94,7 +91,7 @@ func realTimeEventName(t string) string {
 func checkELFTypeNames(prefix string, types []string, add func(path, format string, args ...any)) (warnings []string) {
 	path := prefix + "sources.eventlogfile.event_types"
 	for _, t := range types {
-		if t == "*" || !elfTypeName.MatchString(t) {
+		if t == "*" || !sfrules.ValidName(t) {
 			continue // validateOrg reports a name that is no name
 		}
 		if _, ok := sfrules.DocumentedEventLogFileType(t); ok {

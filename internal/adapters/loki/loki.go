@@ -4,8 +4,9 @@
 // TLS (mutual TLS too) and through the environment's proxy, with extra
 // headers. Config.Print makes it a dry run that prints the entries instead.
 //
-// Imports: internal/ports, internal/lokirules, net/http, crypto/tls, protowire
-// and s2 (snappy).
+// Imports: internal/ports, internal/lokirules, internal/buildinfo, the shared
+// adapter helpers (redact, lograte), net/http, crypto/tls, protowire and s2
+// (snappy).
 package loki
 
 import (
@@ -238,7 +239,7 @@ func New(cfg Config) (*Sink, error) {
 		if !slices.Contains(lokirules.AllowedLabels, k) {
 			return nil, fmt.Errorf("sink.loki.labels.%s: not an allowed label (%v); put high-cardinality fields in structured metadata", k, lokirules.AllowedLabels)
 		}
-		if k == "source" || k == "event_type" {
+		if slices.Contains(lokirules.PerSourceLabels, k) {
 			return nil, fmt.Errorf("sink.loki.labels.%s: set by each source, not statically", k)
 		}
 	}
@@ -313,7 +314,7 @@ var _ ports.Sink = (*Labelled)(nil)
 // entry. Only the allowed labels may be set.
 func (s *Sink) WithLabels(extra map[string]string) (*Labelled, error) {
 	for k := range extra {
-		if !slices.Contains(lokirules.AllowedLabels, k) || k == "source" || k == "event_type" {
+		if !lokirules.IsStatic(k) {
 			return nil, fmt.Errorf("loki: label %q may not be set per org (allowed: %v)", k, lokirules.AllowedLabels)
 		}
 	}
