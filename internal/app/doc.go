@@ -3,6 +3,6 @@
 // serves health and metrics, and holds what the commands share (loading the
 // configuration, exit codes, an org's shard).
 //
-// Imports: config, telemetry, the adapters, domain and ports; never cli,
-// doctor or backfill, which stand on it.
+// Imports: config, telemetry, the adapters, sfrules, buildinfo, domain and
+// ports; never cli, doctor or backfill, which stand on it.
 package app

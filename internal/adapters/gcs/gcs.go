@@ -2,7 +2,8 @@
 // object generations as versions and generation preconditions for
 // compare-and-swap.
 //
-// Imports: internal/ports and cloud.google.com/go/storage.
+// Imports: internal/ports, internal/buildinfo (the User-Agent) and
+// cloud.google.com/go/storage.
 package gcs
 
 import (

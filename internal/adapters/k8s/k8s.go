@@ -14,7 +14,8 @@
 // read and its current state reported. A watch whose resourceVersion expired
 // (410 Gone) reads the Lease again and goes on from there.
 //
-// Imports: internal/ports, internal/domain (the lease record) and client-go.
+// Imports: internal/ports, internal/domain (the lease record),
+// internal/buildinfo (the User-Agent) and client-go.
 package k8s
 
 import (

@@ -2,7 +2,8 @@
 // stores that implement conditional writes (If-None-Match: * and If-Match on
 // PutObject, If-Match on DeleteObject).
 //
-// Imports: internal/ports and the AWS SDK for Go v2.
+// Imports: internal/ports, internal/buildinfo (the User-Agent) and the AWS
+// SDK for Go v2.
 package s3
 
 import (
