@@ -313,7 +313,7 @@ func (s *Store) locked(ctx context.Context, op string, f func() error) error {
 			return ports.Transient(op, fmt.Errorf("%s: %w", s, err))
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s %s: %w", op, s, ctx.Err())
+			return fmt.Errorf("%s %s: %w: %w", op, s, errLockHeld, ctx.Err())
 		}
 		return s.classify(op, err)
 	}
@@ -322,6 +322,12 @@ func (s *Store) locked(ctx context.Context, op string, f func() error) error {
 }
 
 var errLockTimeout = errors.New("timed out waiting for the write lock")
+
+// errLockHeld is a wait for the write lock that the caller's deadline ended:
+// another writer holds the lock across the whole wait. A write holds it for
+// milliseconds, so that writer is paused (SIGSTOP, a frozen VM) or hung (a
+// stalled NFS mount): it keeps the lock until it resumes or exits.
+var errLockHeld = errors.New("still waiting for the write lock, which another writer holds (a paused or hung process keeps it until it resumes or exits)")
 
 // errLockBusy is a lock another open file holds (tryLock).
 var errLockBusy = errors.New("locked by another open file")

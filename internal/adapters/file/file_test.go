@@ -110,6 +110,19 @@ func TestErrorClassification(t *testing.T) {
 		if !ports.IsTransient(err) || !strings.Contains(err.Error(), "lock") {
 			t.Fatalf("write while another process holds the lock: %v, want transient lock timeout", err)
 		}
+		// A caller's deadline that ends the wait says what it waited for:
+		// the standby of a leader paused mid-write logs this until that
+		// leader resumes or exits.
+		patient, err := file.New(file.Config{Path: path, LockTimeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		_, err = patient.Put(ctx, []byte("y"), ports.CreateOnly())
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "another writer holds") {
+			t.Fatalf("write whose deadline ends while another process holds the lock: %v, want the deadline, naming the held lock", err)
+		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		// The kernel dropped the dead process's lock.
