@@ -131,7 +131,7 @@ func alertsOnAFrozenLeader(t *testing.T, rules promRules, logs *testenv.LogsServ
 	leadsAll(10 * ttl)
 	sc.waitRounds(t, 12) // the counters as a healthy leader exports them
 	frozen := time.Now()
-	a.signal(t, syscall.SIGSTOP)
+	b.freeze(t, a)
 	standby := c.start("b")
 	sc.target(standby)
 	took := leadsAll(15 * ttl) // a bound, not a measure: a busy machine slows the take-over

@@ -3,9 +3,13 @@ package integration
 import (
 	"cmp"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +48,41 @@ state:
   file: {path: %s/state.json}
 `, dir, holder, ttl, renew, dir)
 		}}
+}
+
+// freeze stops d (SIGSTOP) at a moment it holds none of the file backend's
+// write locks (<document>.lock under b.dir): the test holds them all while
+// it sends the signal. A file_lease writer paused inside its
+// compare-and-write keeps the lock, and no standby can take over until it
+// resumes or exits (docs/high-availability.md, "A paused leader on
+// file_lease"); the tests that freeze a leader measure the fence, not that
+// limit. Other backends' compare-and-swap is the server's: d is stopped as
+// it is.
+func (b backend) freeze(t testing.TB, d *daemon) {
+	t.Helper()
+	var held []*os.File
+	defer func() {
+		for _, f := range held {
+			f.Close() // releases the lock
+		}
+	}()
+	if b.dir != "" {
+		err := filepath.WalkDir(b.dir, func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || !strings.HasSuffix(p, ".json.lock") {
+				return err
+			}
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			if err != nil {
+				return err
+			}
+			held = append(held, f)
+			return waitWriteLock(f) // waits out a write in progress
+		})
+		if err != nil {
+			t.Fatalf("taking the write locks under %s before freezing %s: %v", b.dir, d.name, err)
+		}
+	}
+	d.signal(t, syscall.SIGSTOP)
 }
 
 var s3Env = []string{"AWS_ACCESS_KEY_ID=" + testenv.S3AccessKey, "AWS_SECRET_ACCESS_KEY=" + testenv.S3SecretKey, "AWS_REGION=" + testenv.S3Region}

@@ -72,7 +72,7 @@ func TestAFrozenLeaderPushesNothingAfterItsFence(t *testing.T) {
 			for round := range 3 {
 				stale, accepted := 0, 0
 				time.Sleep(4 * renew) // pushes in the air
-				current[leader].signal(t, syscall.SIGSTOP)
+				b.freeze(t, current[leader])
 				if current[standby] == nil || current[standby].exited() {
 					current[standby] = c.start(standby)
 				}
