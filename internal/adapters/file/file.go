@@ -312,8 +312,11 @@ func (s *Store) locked(ctx context.Context, op string, f func() error) error {
 		if errors.Is(err, errLockTimeout) {
 			return ports.Transient(op, fmt.Errorf("%s: %w", s, err))
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) { // the wait found the lock held
 			return fmt.Errorf("%s %s: %w: %w", op, s, errLockHeld, ctx.Err())
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s %s: %w", op, s, ctx.Err())
 		}
 		return s.classify(op, err)
 	}
