@@ -156,7 +156,7 @@ func (c *Config) Validate() (warnings []string, problems []Problem) {
 	warnings = append(warnings, c.compressionWarning()...)
 	for _, k := range slices.Sorted(maps.Keys(c.Sink.Loki.Labels)) {
 		switch {
-		case !slices.Contains(lokirules.StaticLabels, k):
+		case !lokirules.IsStatic(k):
 			add("sink.loki.labels."+k, "not an allowed label (allowed: %s); put high-cardinality fields in sink.loki.structured_metadata_fields",
 				strings.Join(lokirules.StaticLabels, ", "))
 		case len(c.Orgs) > 0 && slices.Contains(OrgLabels, k):
